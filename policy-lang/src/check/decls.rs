@@ -1,0 +1,346 @@
+//! `backend`, `probe` and `acl` declarations -> `BackendDecl`, `ProbeDecl`, `Acl`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use crate::ast::{AclDef, Attr, AttrValue, BackendDef, ExprKind, ProbeDef};
+use crate::compile::{Acl, AclRule, BackendDecl, ProbeDecl};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
+
+const BACKEND_ATTRS: &[&str] = &[
+    "host",
+    "port",
+    "host_header",
+    "connect_timeout",
+    "first_byte_timeout",
+    "between_bytes_timeout",
+    "max_connections",
+    "probe",
+];
+const BACKEND_LATER: &[&str] = &[
+    "path",
+    "proxy_header",
+    "preamble",
+    "via",
+    "authority",
+    "wait_limit",
+    "wait_timeout",
+];
+const PROBE_ATTRS: &[&str] = &[
+    "url",
+    "request",
+    "expected_response",
+    "timeout",
+    "interval",
+    "window",
+    "threshold",
+    "initial",
+];
+
+fn unknown_attr(sink: &mut Sink, kind: &str, a: &Attr, known: &[&str]) {
+    let d = Diagnostic::new(
+        Code::BadDeclaration,
+        a.name.span,
+        format!("unknown {kind} attribute `.{}`", a.name.name),
+    )
+    .label("not a known attribute");
+    let hint = did_you_mean(&a.name.name, known.iter().copied())
+        .map(|s| format!("did you mean `.{s}`?"))
+        .unwrap_or_else(|| {
+            format!(
+                "known attributes: {}",
+                known
+                    .iter()
+                    .map(|k| format!(".{k}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        });
+    sink.push(d.hint(hint));
+}
+
+fn expect_string(sink: &mut Sink, a: &Attr) -> Option<String> {
+    match &a.value {
+        AttrValue::Expr(e) => match &e.kind {
+            ExprKind::Str(s) => Some(s.clone()),
+            ExprKind::Int(i) => Some(i.to_string()),
+            _ => {
+                sink.push(mismatch(a.value.span(), &a.name.name, "a string"));
+                None
+            }
+        },
+        _ => {
+            sink.push(mismatch(a.value.span(), &a.name.name, "a string"));
+            None
+        }
+    }
+}
+
+fn expect_duration(sink: &mut Sink, a: &Attr) -> Option<Duration> {
+    match &a.value {
+        AttrValue::Expr(e) => match e.kind {
+            ExprKind::Duration(d) if d >= 0.0 && d.is_finite() => Some(Duration::from_secs_f64(d)),
+            _ => {
+                sink.push(
+                    mismatch(a.value.span(), &a.name.name, "a duration")
+                        .hint("write a unit, e.g. `5s` or `500ms`"),
+                );
+                None
+            }
+        },
+        _ => {
+            sink.push(mismatch(a.value.span(), &a.name.name, "a duration"));
+            None
+        }
+    }
+}
+
+fn expect_int(sink: &mut Sink, a: &Attr) -> Option<u32> {
+    match &a.value {
+        AttrValue::Expr(e) => match e.kind {
+            ExprKind::Int(i) if (0..=u32::MAX as i64).contains(&i) => Some(i as u32),
+            _ => {
+                sink.push(mismatch(a.value.span(), &a.name.name, "a non-negative integer"));
+                None
+            }
+        },
+        _ => {
+            sink.push(mismatch(a.value.span(), &a.name.name, "an integer"));
+            None
+        }
+    }
+}
+
+fn mismatch(span: Span, attr: &str, want: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::TypeMismatch,
+        span,
+        format!("`.{attr}` expects {want}"),
+    )
+    .label(format!("expected {want}"))
+}
+
+pub(crate) fn probe(sink: &mut Sink, name: Option<String>, attrs: &[Attr]) -> ProbeDecl {
+    let mut p = ProbeDecl::new(name);
+    let mut initial = None;
+    for a in attrs {
+        match a.name.name.as_str() {
+            "url" => {
+                if let Some(s) = expect_string(sink, a) {
+                    p.url = s;
+                }
+            }
+            "request" => match &a.value {
+                AttrValue::Strings(v) => p.request = Some(v.iter().map(|(s, _)| s.clone()).collect()),
+                _ => p.request = expect_string(sink, a).map(|s| vec![s]),
+            },
+            "expected_response" => {
+                if let Some(i) = expect_int(sink, a) {
+                    p.expected_response = i.min(999) as u16;
+                }
+            }
+            "timeout" => p.timeout = expect_duration(sink, a).unwrap_or(p.timeout),
+            "interval" => p.interval = expect_duration(sink, a).unwrap_or(p.interval),
+            "window" => p.window = expect_int(sink, a).unwrap_or(p.window),
+            "threshold" => p.threshold = expect_int(sink, a).unwrap_or(p.threshold),
+            "initial" => initial = expect_int(sink, a),
+            _ => unknown_attr(sink, "probe", a, PROBE_ATTRS),
+        }
+    }
+    if p.window > 64 || p.threshold > p.window {
+        if let Some(a) = attrs.iter().find(|a| a.name.name == "window" || a.name.name == "threshold") {
+            sink.push(
+                Diagnostic::new(Code::BadDeclaration, a.span, "invalid probe window/threshold")
+                    .label("here")
+                    .hint("`.window` must be at most 64 and `.threshold` at most `.window`"),
+            );
+        }
+    }
+    p.initial = initial.unwrap_or(p.threshold.saturating_sub(1));
+    p
+}
+
+pub(crate) fn probe_decl(sink: &mut Sink, d: &ProbeDef) -> ProbeDecl {
+    probe(sink, Some(d.name.name.clone()), &d.attrs)
+}
+
+/// Resolves `.probe = name` through `lookup`.
+pub(crate) fn backend(
+    sink: &mut Sink,
+    d: &BackendDef,
+    lookup: &dyn Fn(&str) -> Option<ProbeDecl>,
+    probe_names: &[&str],
+) -> BackendDecl {
+    let mut b = BackendDecl {
+        name: d.name.name.clone(),
+        host: String::new(),
+        port: 80,
+        host_header: None,
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        max_connections: None,
+        probe: None,
+        none: d.none,
+    };
+    let mut port_set = false;
+    for a in &d.attrs {
+        match a.name.name.as_str() {
+            "host" => {
+                if let Some(h) = expect_string(sink, a) {
+                    // "host:port" and "[v6]:port" forms.
+                    let (host, port) = split_host_port(&h);
+                    b.host = host.to_string();
+                    if let Some(p) = port {
+                        match p.parse() {
+                            Ok(p) => b.port = p,
+                            Err(_) => sink.push(bad_port(a.value.span())),
+                        }
+                    }
+                    if b.host.is_empty() {
+                        sink.push(
+                            Diagnostic::new(Code::BadDeclaration, a.value.span(), "empty `.host`")
+                                .label("expected a host name or IP address"),
+                        );
+                    }
+                }
+            }
+            "port" => {
+                if let Some(p) = expect_string(sink, a) {
+                    match p.parse::<u16>() {
+                        Ok(p) => {
+                            b.port = p;
+                            port_set = true;
+                        }
+                        Err(_) => sink.push(bad_port(a.value.span())),
+                    }
+                }
+            }
+            "host_header" => b.host_header = expect_string(sink, a),
+            "connect_timeout" => b.connect_timeout = expect_duration(sink, a),
+            "first_byte_timeout" => b.first_byte_timeout = expect_duration(sink, a),
+            "between_bytes_timeout" => b.between_bytes_timeout = expect_duration(sink, a),
+            "max_connections" => b.max_connections = expect_int(sink, a),
+            "probe" => match &a.value {
+                AttrValue::Block(attrs, _) => b.probe = Some(probe(sink, None, attrs)),
+                AttrValue::Expr(e) => match &e.kind {
+                    ExprKind::Name(n) => match lookup(n) {
+                        Some(p) => b.probe = Some(p),
+                        None => sink.push(
+                            Diagnostic::new(
+                                Code::UndefinedProbe,
+                                e.span,
+                                format!("undefined probe `{n}`"),
+                            )
+                            .label("no probe with this name")
+                            .maybe_hint(
+                                did_you_mean(n, probe_names.iter().copied())
+                                    .map(|s| format!("did you mean `{s}`?")),
+                            ),
+                        ),
+                    },
+                    _ => sink.push(mismatch(e.span, "probe", "a probe name or `{ ... }`")),
+                },
+                AttrValue::Strings(_) => {
+                    sink.push(mismatch(a.value.span(), "probe", "a probe name or `{ ... }`"))
+                }
+            },
+            n if BACKEND_LATER.contains(&n) => sink.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    a.name.span,
+                    format!("backend attribute `.{n}` is not supported by edgecache"),
+                )
+                .label("not supported"),
+            ),
+            _ => unknown_attr(sink, "backend", a, BACKEND_ATTRS),
+        }
+    }
+    let _ = port_set;
+    if !d.none && b.host.is_empty() && !d.attrs.iter().any(|a| a.name.name == "host") {
+        sink.push(
+            Diagnostic::new(
+                Code::BadDeclaration,
+                d.name.span,
+                format!("backend `{}` has no `.host`", d.name.name),
+            )
+            .label("declared here")
+            .hint("add `.host = \"127.0.0.1\";` (and `.port = \"8080\";`)"),
+        );
+    }
+    b
+}
+
+fn bad_port(span: Span) -> Diagnostic {
+    Diagnostic::new(Code::BadDeclaration, span, "invalid port").label("expected a number 0-65535")
+}
+
+fn split_host_port(h: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = h.strip_prefix('[') {
+        if let Some((host, after)) = rest.split_once(']') {
+            return (host, after.strip_prefix(':'));
+        }
+    }
+    match h.rsplit_once(':') {
+        // More than one colon: a bare IPv6 address.
+        Some((host, port)) if !host.contains(':') => (host, Some(port)),
+        _ => (h, None),
+    }
+}
+
+pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
+    let mut rules = Vec::new();
+    for e in &d.entries {
+        let addrs: Vec<IpAddr> = if e.addr.eq_ignore_ascii_case("localhost") {
+            vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)]
+        } else {
+            match e.addr.parse::<IpAddr>() {
+                Ok(ip) => vec![ip],
+                Err(_) => {
+                    let d = if e.optional {
+                        Diagnostic::new(
+                            Code::NoEffect,
+                            e.addr_span,
+                            format!("ACL entry `{}` is ignored: edgecache does not resolve host names", e.addr),
+                        )
+                        .label("not an IP address")
+                    } else {
+                        Diagnostic::new(
+                            Code::BadDeclaration,
+                            e.addr_span,
+                            format!("ACL entry `{}` is not an IP address", e.addr),
+                        )
+                        .label("expected an IP address such as \"10.0.0.0\"/8")
+                        .hint("edgecache does not resolve host names in ACLs (only `localhost`); write the address, or wrap the entry in parentheses to ignore it")
+                    };
+                    sink.push(d);
+                    continue;
+                }
+            }
+        };
+        for ip in addrs {
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let prefix = match e.mask {
+                Some((m, span)) if m > max => {
+                    sink.push(
+                        Diagnostic::new(Code::BadDeclaration, span, format!("mask /{m} is too long"))
+                            .label(format!("at most /{max} for this address")),
+                    );
+                    max
+                }
+                Some((m, _)) if ip.is_ipv4() || e.addr.eq_ignore_ascii_case("localhost") => m.min(max),
+                Some((m, _)) => m,
+                None => max,
+            };
+            rules.push(AclRule {
+                negated: e.negated,
+                addr: ip,
+                prefix: prefix as u8,
+            });
+        }
+    }
+    Acl {
+        name: d.name.name.clone(),
+        rules,
+    }
+}

@@ -1,0 +1,1 @@
+//! edgecache policy language (work in progress).

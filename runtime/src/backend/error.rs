@@ -1,0 +1,99 @@
+//! Why an origin exchange failed, and where.
+
+use std::fmt;
+
+use super::Backend;
+
+/// The stage of an origin exchange that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Connect,
+    FirstByte,
+}
+
+/// How an origin failed; the proxy maps each to one status code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Nothing listening, unreachable: the origin is down (503).
+    Down,
+    /// It did not answer in time (504).
+    Timeout,
+    /// It answered with something that is not valid HTTP or closed mid-response (502).
+    Broken,
+}
+
+/// A failed exchange with a named backend.
+#[derive(Debug, thiserror::Error)]
+pub struct BackendError {
+    pub backend: String,
+    pub address: String,
+    pub stage: Stage,
+    pub kind: FailureKind,
+    pub detail: String,
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stage = match self.stage {
+            Stage::Connect => "connect",
+            Stage::FirstByte => "waiting for response",
+        };
+        write!(
+            f,
+            "backend {} ({}): {stage}: {}",
+            self.backend, self.address, self.detail
+        )
+    }
+}
+
+impl BackendError {
+    pub(super) fn new(
+        backend: &Backend,
+        stage: Stage,
+        kind: FailureKind,
+        detail: impl Into<String>,
+    ) -> BackendError {
+        BackendError {
+            backend: backend.name().to_string(),
+            address: backend.address().to_string(),
+            stage,
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    /// Classifies an error of the pooled client.
+    pub(super) fn from_client(backend: &Backend, error: hyper_util::client::legacy::Error) -> BackendError {
+        let timed_out = source_chain(&error).any(|cause| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        });
+        let detail = source_chain(&error)
+            .last()
+            .map(|cause| cause.to_string())
+            .unwrap_or_else(|| error.to_string());
+        if error.is_connect() {
+            let kind = if timed_out {
+                FailureKind::Timeout
+            } else {
+                FailureKind::Down
+            };
+            BackendError::new(backend, Stage::Connect, kind, detail)
+        } else {
+            BackendError::new(backend, Stage::FirstByte, FailureKind::Broken, detail)
+        }
+    }
+}
+
+/// The causes of `error`, outermost first, `error` itself excluded.
+fn source_chain<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    let mut next = error.source();
+    std::iter::from_fn(move || {
+        let current = next?;
+        next = current.source();
+        Some(current)
+    })
+}

@@ -1,0 +1,160 @@
+//! Request coalescing and hit-for-pass.
+//!
+//! Guarantees:
+//! - At most one origin fetch is in flight per key through this module: the first request to
+//!   miss becomes the leader, later ones become waiters.
+//! - A waiter waits at most the configured time; then, or if the leader goes away without an
+//!   answer, it goes to the origin itself. Nobody waits forever on somebody else.
+//! - When the leader's response turns out storable, waiters read it as it streams in.
+//! - When it turns out uncacheable, waiters go to the origin themselves, and the key is
+//!   remembered as hit-for-pass for a while, so later requests for it are not serialised
+//!   behind each other (Varnish's hit-for-pass). A storable response clears the mark.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::body::SharedBody;
+use super::key::CacheKey;
+use super::object::ObjectHead;
+use super::rules::vary::VaryRule;
+
+/// What a leader's fetch turned into, as seen by its waiters.
+#[derive(Clone)]
+pub enum FetchOutcome {
+    /// A storable response whose body is streaming into `body`.
+    Streaming {
+        head: Arc<ObjectHead>,
+        rule: Arc<VaryRule>,
+        body: Arc<SharedBody>,
+    },
+    /// Not storable: go to the origin yourself.
+    Uncacheable,
+    /// The fetch failed or was abandoned: try yourself.
+    Failed,
+}
+
+type Slot = watch::Receiver<Option<FetchOutcome>>;
+
+#[derive(Default)]
+struct InFlight {
+    fetches: Mutex<HashMap<CacheKey, Slot>>,
+}
+
+/// The coalescing table and the hit-for-pass memory.
+#[derive(Clone)]
+pub struct Coalescer {
+    in_flight: Arc<InFlight>,
+    hit_for_pass: moka::sync::Cache<CacheKey, ()>,
+}
+
+/// The caller's role for a key.
+pub enum Join {
+    Leader(Leader),
+    Waiter(Waiter),
+}
+
+impl Coalescer {
+    /// `hit_for_pass_ttl`: how long an uncacheable key skips coalescing.
+    pub fn new(hit_for_pass_ttl: Duration) -> Coalescer {
+        let hit_for_pass = moka::sync::Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(hit_for_pass_ttl.max(Duration::from_millis(1)))
+            .build();
+        Coalescer {
+            in_flight: Arc::default(),
+            hit_for_pass,
+        }
+    }
+
+    /// Becomes the leader for `key`, or a waiter on the leader already fetching it.
+    pub fn join(&self, key: &CacheKey) -> Join {
+        let mut fetches = self.in_flight.fetches.lock();
+        if let Some(slot) = fetches.get(key) {
+            return Join::Waiter(Waiter { slot: slot.clone() });
+        }
+        let (sender, slot) = watch::channel(None);
+        fetches.insert(key.clone(), slot);
+        Join::Leader(Leader {
+            key: key.clone(),
+            sender,
+            coalescer: self.clone(),
+            finished: false,
+        })
+    }
+
+    /// Whether `key` was recently found uncacheable.
+    pub fn is_hit_for_pass(&self, key: &CacheKey) -> bool {
+        self.hit_for_pass.contains_key(key)
+    }
+
+    /// Remembers `key` as uncacheable.
+    pub fn mark_hit_for_pass(&self, key: CacheKey) {
+        self.hit_for_pass.insert(key, ());
+    }
+
+    /// Forgets a hit-for-pass mark (the key turned cacheable, or was purged).
+    pub fn clear_hit_for_pass(&self, key: &CacheKey) {
+        self.hit_for_pass.invalidate(key);
+    }
+}
+
+/// The one request fetching a key. Dropping it without [`Leader::finish`] tells the waiters
+/// the fetch failed, so they compete again instead of hanging.
+pub struct Leader {
+    key: CacheKey,
+    sender: watch::Sender<Option<FetchOutcome>>,
+    coalescer: Coalescer,
+    finished: bool,
+}
+
+impl Leader {
+    /// Tells current and future waiters what the fetch turned into. Waiters that arrive later
+    /// still join this fetch until [`Leader::finish`].
+    pub fn publish(&self, outcome: FetchOutcome) {
+        if let FetchOutcome::Uncacheable = outcome {
+            self.coalescer.mark_hit_for_pass(self.key.clone());
+        }
+        self.sender.send_replace(Some(outcome));
+    }
+
+    /// Ends the fetch: later requests look in the store (where the object now is) or lead anew.
+    pub fn finish(mut self) {
+        self.finished = true;
+        self.remove();
+    }
+
+    fn remove(&self) {
+        self.coalescer.in_flight.fetches.lock().remove(&self.key);
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.remove();
+            if self.sender.borrow().is_none() {
+                self.sender.send_replace(Some(FetchOutcome::Failed));
+            }
+        }
+    }
+}
+
+/// A request waiting on another's fetch.
+pub struct Waiter {
+    slot: Slot,
+}
+
+impl Waiter {
+    /// The leader's outcome, or `Failed` when it does not come within `limit`.
+    pub async fn outcome(mut self, limit: Duration) -> FetchOutcome {
+        let wait = self.slot.wait_for(Option::is_some);
+        match tokio::time::timeout(limit, wait).await {
+            Ok(Ok(outcome)) => outcome.clone().unwrap_or(FetchOutcome::Failed),
+            _ => FetchOutcome::Failed,
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The cache outcome of one request: the single source of the `X-Cache` header and the access
+//! log's cache field.
+
+/// What the cache did for a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheState {
+    /// Served from a stored object (or from the in-flight fetch of another request).
+    Hit,
+    /// Looked up, not found, fetched from the origin.
+    Miss,
+    /// Not looked up or not storable: went to the origin, nothing stored.
+    Pass,
+    /// Answered by edgecache itself (purge, error page, policy `synth`).
+    Synth,
+}
+
+impl CacheState {
+    /// The value of the `X-Cache` header and the access log field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheState::Hit => "HIT",
+            CacheState::Miss => "MISS",
+            CacheState::Pass => "PASS",
+            CacheState::Synth => "SYNTH",
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Object storage: moka, weighted by object bytes, bounded by the configured cache size.
+//!
+//! A primary key holds the variants `Vary` selects between. The variant set is immutable and
+//! replaced as a whole on insert, so a reader never sees it half-updated, and a response being
+//! served keeps its `Arc` to the object: eviction never cuts a response short.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::HeaderMap;
+use moka::sync::Cache;
+use moka::Expiry;
+
+use super::key::CacheKey;
+use super::object::CachedObject;
+use super::rules::vary::VaryRule;
+
+/// Most variants kept per primary key; the oldest goes when a new one arrives.
+const MAX_VARIANTS: usize = 32;
+
+/// The stored variants of one primary key, all fetched with the same `Vary` rule.
+#[derive(Debug)]
+pub struct Variants {
+    rule: VaryRule,
+    objects: Vec<Arc<CachedObject>>,
+    weight: u64,
+}
+
+impl Variants {
+    fn retention(&self) -> Duration {
+        self.objects
+            .iter()
+            .map(|o| o.head.retention())
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+struct RetainFor;
+
+impl Expiry<CacheKey, Arc<Variants>> for RetainFor {
+    fn expire_after_create(&self, _key: &CacheKey, value: &Arc<Variants>, _now: Instant) -> Option<Duration> {
+        Some(value.retention())
+    }
+
+    fn expire_after_update(
+        &self,
+        _key: &CacheKey,
+        value: &Arc<Variants>,
+        _now: Instant,
+        _current: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(value.retention())
+    }
+}
+
+/// Whether a request selects the variant with fingerprint `variant` under `rule`. `Vary: *`
+/// gives no fingerprint and so matches nothing (RFC 9111 §4.1).
+pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: &Option<Bytes>) -> bool {
+    match rule {
+        VaryRule::None => true,
+        _ => rule
+            .request_fingerprint(request)
+            .is_some_and(|print| Some(&print) == variant.as_ref()),
+    }
+}
+
+/// The object store.
+#[derive(Clone)]
+pub struct Store {
+    objects: Cache<CacheKey, Arc<Variants>>,
+}
+
+impl Store {
+    /// A store holding at most `capacity` bytes.
+    pub fn new(capacity: u64) -> Store {
+        let objects = Cache::builder()
+            .max_capacity(capacity)
+            .weigher(|_key: &CacheKey, variants: &Arc<Variants>| {
+                u32::try_from(variants.weight).unwrap_or(u32::MAX)
+            })
+            .expire_after(RetainFor)
+            .build();
+        Store { objects }
+    }
+
+    /// The stored variant matching the request's headers, if any (fresh or not: the caller
+    /// judges freshness).
+    pub fn lookup(&self, key: &CacheKey, request: &HeaderMap) -> Option<Arc<CachedObject>> {
+        let variants = self.objects.get(key)?;
+        variants
+            .objects
+            .iter()
+            .find(|object| variant_matches(&variants.rule, request, &object.head.variant))
+            .cloned()
+    }
+
+    /// Stores an object fetched under `rule`, replacing the variant with the same fingerprint.
+    /// Objects of a different `Vary` rule replace the whole set, as the origin changed its mind.
+    pub fn insert(&self, key: CacheKey, rule: VaryRule, object: Arc<CachedObject>) {
+        let previous = self.objects.get(&key);
+        let mut objects: Vec<Arc<CachedObject>> = match previous {
+            Some(previous) if previous.rule == rule => previous
+                .objects
+                .iter()
+                .filter(|existing| existing.head.variant != object.head.variant)
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
+        if objects.len() >= MAX_VARIANTS {
+            objects.remove(0);
+        }
+        objects.push(object);
+        let weight = objects.iter().map(|o| o.weight()).sum();
+        self.objects.insert(
+            key,
+            Arc::new(Variants {
+                rule,
+                objects,
+                weight,
+            }),
+        );
+    }
+
+    /// Removes every variant of a key. Returns whether anything was stored.
+    pub fn purge(&self, key: &CacheKey) -> bool {
+        self.objects.remove(key).is_some()
+    }
+
+    /// Bytes currently accounted (after pending maintenance has run).
+    pub fn weighted_size(&self) -> u64 {
+        self.objects.run_pending_tasks();
+        self.objects.weighted_size()
+    }
+
+    /// Number of primary keys stored.
+    pub fn entry_count(&self) -> u64 {
+        self.objects.run_pending_tasks();
+        self.objects.entry_count()
+    }
+}

@@ -1,0 +1,207 @@
+//! The `edgecache.toml` format: the same settings as the flags, one key each.
+//!
+//! ```toml
+//! listen = ["127.0.0.1:8080"]
+//! backend = "127.0.0.1:9000"
+//! policy = "examples/policies/default.vcl"
+//! cache_size = "256m"
+//! max_object_size = "16m"
+//! default_ttl = "120s"
+//! threads = 2
+//! connect_timeout = "3.5s"
+//! first_byte_timeout = "60s"
+//! between_bytes_timeout = "60s"
+//! purge_allow = ["127.0.0.1/8", "::1"]
+//! cache_status_header = "X-Cache"
+//! store_set_cookie = false
+//! log_format = "compact"   # or "json"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{parse_cidr_list, parse_duration, parse_size, Config, ConfigError, LogFormat};
+
+/// A number or a string such as `"256m"` / `"120s"`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+enum Quantity {
+    Number(f64),
+    Text(String),
+}
+
+impl Quantity {
+    fn text(&self) -> String {
+        match self {
+            Quantity::Number(n) => n.to_string(),
+            Quantity::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// The file as written; every key optional. Unknown keys are refused by name.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    listen: Option<Vec<String>>,
+    backend: Option<String>,
+    policy: Option<PathBuf>,
+    cache_size: Option<Quantity>,
+    max_object_size: Option<Quantity>,
+    default_ttl: Option<Quantity>,
+    threads: Option<usize>,
+    connect_timeout: Option<Quantity>,
+    first_byte_timeout: Option<Quantity>,
+    between_bytes_timeout: Option<Quantity>,
+    purge_allow: Option<Vec<String>>,
+    cache_status_header: Option<String>,
+    hit_for_pass_ttl: Option<Quantity>,
+    coalesce_wait: Option<Quantity>,
+    shutdown_grace: Option<Quantity>,
+    store_set_cookie: Option<bool>,
+    log_format: Option<String>,
+}
+
+impl FileConfig {
+    /// Reads and parses a TOML file. Errors name the file and the key.
+    pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ConfigError::new(
+                "--config",
+                format!("cannot read {}: {error}", path.display()),
+                "a readable TOML file",
+            )
+        })?;
+        toml::from_str(&text).map_err(|error| {
+            ConfigError::new(
+                format!("{}", path.display()),
+                error.message().to_string(),
+                "the keys listed in the README's configuration section",
+            )
+        })
+    }
+
+    /// Writes every key present in the file onto `config`. Relative `policy` paths are taken
+    /// relative to the file's directory, as nginx and Varnish do for their includes.
+    pub fn apply(self, config: &mut Config, base_dir: &Path) -> Result<(), ConfigError> {
+        fn size(key: &str, value: Option<Quantity>, slot: &mut u64) -> Result<(), ConfigError> {
+            if let Some(value) = value {
+                *slot = parse_size(&value.text()).map_err(|problem| {
+                    ConfigError::new(key, problem, "bytes with an optional k/m/g suffix, e.g. \"256m\"")
+                })?;
+            }
+            Ok(())
+        }
+        fn duration(
+            key: &str,
+            value: Option<Quantity>,
+            slot: &mut std::time::Duration,
+        ) -> Result<(), ConfigError> {
+            if let Some(value) = value {
+                *slot = parse_duration(&value.text()).map_err(|problem| {
+                    ConfigError::new(
+                        key,
+                        problem,
+                        "seconds, or a number with ms/s/m/h/d/w, e.g. \"120s\"",
+                    )
+                })?;
+            }
+            Ok(())
+        }
+        if let Some(listen) = self.listen {
+            config.listen = listen
+                .iter()
+                .map(|addr| {
+                    addr.parse().map_err(|_| {
+                        ConfigError::new(
+                            "listen",
+                            format!("`{addr}` is not an address"),
+                            "IP:PORT, e.g. \"127.0.0.1:8080\"",
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(backend) = self.backend {
+            config.backend = Some(backend);
+        }
+        if let Some(policy) = self.policy {
+            config.policy = Some(base_dir.join(policy));
+        }
+        size("cache_size", self.cache_size, &mut config.cache_size)?;
+        size(
+            "max_object_size",
+            self.max_object_size,
+            &mut config.max_object_size,
+        )?;
+        duration("default_ttl", self.default_ttl, &mut config.default_ttl)?;
+        duration(
+            "connect_timeout",
+            self.connect_timeout,
+            &mut config.timeouts.connect,
+        )?;
+        duration(
+            "first_byte_timeout",
+            self.first_byte_timeout,
+            &mut config.timeouts.first_byte,
+        )?;
+        duration(
+            "between_bytes_timeout",
+            self.between_bytes_timeout,
+            &mut config.timeouts.between_bytes,
+        )?;
+        duration(
+            "hit_for_pass_ttl",
+            self.hit_for_pass_ttl,
+            &mut config.hit_for_pass_ttl,
+        )?;
+        duration("coalesce_wait", self.coalesce_wait, &mut config.coalesce_wait)?;
+        duration("shutdown_grace", self.shutdown_grace, &mut config.shutdown_grace)?;
+        if let Some(threads) = self.threads {
+            if threads == 0 {
+                return Err(ConfigError::new(
+                    "threads",
+                    "0 threads",
+                    "a whole number of at least 1",
+                ));
+            }
+            config.threads = Some(threads);
+        }
+        if let Some(list) = self.purge_allow {
+            config.purge_allow = parse_cidr_list(&list.join(",")).map_err(|problem| {
+                ConfigError::new(
+                    "purge_allow",
+                    problem,
+                    "addresses or CIDR networks, e.g. [\"127.0.0.0/8\"]",
+                )
+            })?;
+        }
+        if let Some(name) = self.cache_status_header {
+            config.cache_status_header = name.parse().map_err(|_| {
+                ConfigError::new(
+                    "cache_status_header",
+                    format!("`{name}` is not a header name"),
+                    "a token such as \"X-Cache\"",
+                )
+            })?;
+        }
+        if let Some(store) = self.store_set_cookie {
+            config.store_set_cookie = store;
+        }
+        if let Some(format) = self.log_format {
+            config.log_format = match format.as_str() {
+                "compact" => LogFormat::Compact,
+                "json" => LogFormat::Json,
+                other => {
+                    return Err(ConfigError::new(
+                        "log_format",
+                        format!("`{other}` is not a log format"),
+                        "\"compact\" or \"json\"",
+                    ))
+                }
+            };
+        }
+        Ok(())
+    }
+}

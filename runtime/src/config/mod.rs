@@ -1,0 +1,160 @@
+//! Validated runtime settings.
+//!
+//! Owns the parsing of human-written values (sizes such as `256m`, durations such as `120` or
+//! `1.5s`, CIDR lists) and the TOML file format. It is a leaf module: the CLI in `src/main.rs`
+//! fills a [`Config`] from flags and `--config`; everything else reads it. Every error names the
+//! flag or key and says what is accepted.
+
+mod file;
+mod parse;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::HeaderName;
+use ipnet::IpNet;
+
+pub use file::FileConfig;
+pub use parse::{parse_cidr_list, parse_duration, parse_size};
+
+/// A setting the user got wrong: which one, what was given, what is accepted.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {problem}; accepted: {accepted}")]
+pub struct ConfigError {
+    pub key: String,
+    pub problem: String,
+    pub accepted: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, problem: impl Into<String>, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            problem: problem.into(),
+            accepted: accepted.into(),
+        }
+    }
+}
+
+/// Access log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// One compact human-readable line per request.
+    #[default]
+    Compact,
+    /// One JSON object per request.
+    Json,
+}
+
+/// Timeouts for talking to an origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackendTimeouts {
+    /// TCP connect. Default 3.5 s (Varnish's `connect_timeout`).
+    pub connect: Duration,
+    /// From request sent to response headers received. Default 60 s (Varnish's `first_byte_timeout`).
+    pub first_byte: Duration,
+    /// Longest silence between two body chunks. Default 60 s (Varnish's `between_bytes_timeout`).
+    pub between_bytes: Duration,
+}
+
+impl Default for BackendTimeouts {
+    fn default() -> Self {
+        BackendTimeouts {
+            connect: Duration::from_millis(3500),
+            first_byte: Duration::from_secs(60),
+            between_bytes: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Everything the runtime needs to start.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Addresses to listen on (HTTP/1.1 and h2c on each).
+    pub listen: Vec<SocketAddr>,
+    /// Default origin as `host:port`, used when the policy declares no backend.
+    pub backend: Option<String>,
+    /// Policy file (`*.vcl`); `None` runs Varnish's builtin behaviour.
+    pub policy: Option<PathBuf>,
+    /// Cache capacity in bytes (headers + body of every object). Default 256 MiB.
+    pub cache_size: u64,
+    /// Largest object stored; larger responses stream through. Default 16 MiB.
+    pub max_object_size: u64,
+    /// TTL for storable responses without freshness information. Default 0 (RFC 9111).
+    pub default_ttl: Duration,
+    /// Worker threads; `None` = one per core.
+    pub threads: Option<usize>,
+    /// Origin timeouts.
+    pub timeouts: BackendTimeouts,
+    /// Client networks allowed to send `PURGE`. Default loopback only.
+    pub purge_allow: Vec<IpNet>,
+    /// Response header that reports the cache result. Default `x-cache`.
+    pub cache_status_header: HeaderName,
+    /// How long an uncacheable key is remembered as hit-for-pass. Default 120 s (Varnish).
+    pub hit_for_pass_ttl: Duration,
+    /// How long a request waits on another's fetch of the same key before going itself. Default 10 s.
+    pub coalesce_wait: Duration,
+    /// How long shutdown waits for in-flight requests. Default 10 s.
+    pub shutdown_grace: Duration,
+    /// Store responses carrying `Set-Cookie`. Default false, as Varnish's builtin VCL.
+    pub store_set_cookie: bool,
+    /// Access log format.
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            backend: None,
+            policy: None,
+            cache_size: 256 * 1024 * 1024,
+            max_object_size: 16 * 1024 * 1024,
+            default_ttl: Duration::ZERO,
+            threads: None,
+            timeouts: BackendTimeouts::default(),
+            purge_allow: vec![
+                "127.0.0.0/8".parse().expect("literal"),
+                "::1/128".parse().expect("literal"),
+            ],
+            cache_status_header: HeaderName::from_static("x-cache"),
+            hit_for_pass_ttl: Duration::from_secs(120),
+            coalesce_wait: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+            store_set_cookie: false,
+            log_format: LogFormat::Compact,
+        }
+    }
+}
+
+impl Config {
+    /// Checks cross-field rules that single values cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen.is_empty() {
+            return Err(ConfigError::new(
+                "listen (-a)",
+                "no listen address",
+                "one or more HOST:PORT",
+            ));
+        }
+        if self.backend.is_none() && self.policy.is_none() {
+            return Err(ConfigError::new(
+                "backend (-b)",
+                "no origin given",
+                "-b HOST:PORT, or a policy (-f FILE.vcl) that declares a backend",
+            ));
+        }
+        if self.max_object_size > self.cache_size {
+            return Err(ConfigError::new(
+                "max_object_size",
+                format!(
+                    "{} is larger than the cache size {}",
+                    self.max_object_size, self.cache_size
+                ),
+                "a size no larger than -s",
+            ));
+        }
+        Ok(())
+    }
+}

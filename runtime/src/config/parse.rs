@@ -1,0 +1,104 @@
+//! Parsers for the value syntaxes shared by flags and the TOML file.
+
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+/// Parses a byte size: a number with an optional `k`, `m`, `g` or `t` suffix (powers of 1024,
+/// an optional trailing `b`/`ib` is accepted), e.g. `256m`, `1G`, `64KiB`, `1048576`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let unitless = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (digits, shift) = match unitless.chars().last() {
+        Some('k') => (&unitless[..unitless.len() - 1], 10),
+        Some('m') => (&unitless[..unitless.len() - 1], 20),
+        Some('g') => (&unitless[..unitless.len() - 1], 30),
+        Some('t') => (&unitless[..unitless.len() - 1], 40),
+        _ => (unitless, 0),
+    };
+    let number: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size"))?;
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+/// Parses a duration: plain seconds (`120`, `1.5`) or a number with a unit
+/// (`ms`, `s`, `m`, `h`, `d`, `w`), e.g. `500ms`, `2m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        "w" => 604_800.0,
+        other => return Err(format!("`{other}` is not a duration unit")),
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("`{text}` is out of range"))
+}
+
+/// Parses a comma-separated list of networks; a bare address means that one host.
+pub fn parse_cidr_list(text: &str) -> Result<Vec<IpNet>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            part.parse::<IpNet>()
+                .or_else(|_| part.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("`{part}` is not an address or CIDR network"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        for (text, want) in [
+            ("1024", Some(1024)),
+            ("256m", Some(256 << 20)),
+            ("1G", Some(1 << 30)),
+            ("64KiB", Some(64 << 10)),
+            ("64kb", Some(64 << 10)),
+            ("12x", None),
+            ("", None),
+            ("-1", None),
+        ] {
+            assert_eq!(parse_size(text).ok(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        for (text, want) in [
+            ("120", Some(Duration::from_secs(120))),
+            ("1.5s", Some(Duration::from_millis(1500))),
+            ("500ms", Some(Duration::from_millis(500))),
+            ("2m", Some(Duration::from_secs(120))),
+            ("1d", Some(Duration::from_secs(86_400))),
+            ("1y", None),
+            ("abc", None),
+        ] {
+            assert_eq!(parse_duration(text).ok(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn cidrs() {
+        assert_eq!(parse_cidr_list("127.0.0.1, 10.0.0.0/8").unwrap().len(), 2);
+        assert!(parse_cidr_list("nope").is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! The `edgecache` command: parse arguments, build the runtime, run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use edgecache_runtime::config::{parse_cidr_list, parse_duration, parse_size, FileConfig, LogFormat};
+use edgecache_runtime::{Config, ConfigError};
+
+/// A caching reverse proxy with a VCL-like policy language.
+#[derive(Parser)]
+#[command(name = "edgecache", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a demo origin and the proxy in front of it, and print URLs to try.
+    Demo {
+        /// Address for the proxy.
+        #[arg(short = 'a', long = "listen", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Listen address (HTTP/1.1 and h2c); repeat for several. Default 127.0.0.1:8080.
+    #[arg(short = 'a', long = "listen", value_name = "IP:PORT")]
+    listen: Vec<SocketAddr>,
+    /// Default origin, used when the policy declares no backend.
+    #[arg(short = 'b', long = "backend", value_name = "HOST:PORT")]
+    backend: Option<String>,
+    /// Policy file (VCL subset).
+    #[arg(short = 'f', long = "policy", value_name = "FILE.vcl")]
+    policy: Option<PathBuf>,
+    /// Cache size in bytes; k/m/g suffixes. Default 256m.
+    #[arg(short = 's', long = "cache-size", value_name = "SIZE", value_parser = parse_size)]
+    cache_size: Option<u64>,
+    /// TTL for storable responses without freshness information (RFC 9111: 0; Varnish: 120).
+    #[arg(short = 't', long = "default-ttl", value_name = "DURATION", value_parser = parse_duration)]
+    default_ttl: Option<Duration>,
+    /// Largest response stored; larger ones stream through. Default 16m.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_object_size: Option<u64>,
+    /// Worker threads. Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Settings file (TOML); flags given on the command line win.
+    #[arg(long = "config", value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// Origin connect timeout. Default 3.5s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    connect_timeout: Option<Duration>,
+    /// Time to wait for the origin's response head. Default 60s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    first_byte_timeout: Option<Duration>,
+    /// Longest silence between two body chunks from the origin. Default 60s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    between_bytes_timeout: Option<Duration>,
+    /// Networks allowed to send PURGE, comma-separated. Default loopback.
+    #[arg(long, value_name = "CIDR,...", value_parser = parse_cidr_list)]
+    purge_allow: Option<Vec<ipnet::IpNet>>,
+    /// Header reporting the cache result. Default X-Cache.
+    #[arg(long, value_name = "NAME")]
+    cache_status_header: Option<http::HeaderName>,
+    /// Store responses that set cookies (Varnish's builtin VCL does not).
+    #[arg(long)]
+    store_set_cookie: bool,
+    /// Access log format.
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormatArg>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Compact,
+    Json,
+}
+
+impl ServeArgs {
+    fn into_config(self) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        if let Some(path) = &self.config {
+            let base = path.parent().unwrap_or_else(|| std::path::Path::new("."));
+            FileConfig::read(path)?.apply(&mut config, base)?;
+        }
+        if !self.listen.is_empty() {
+            config.listen = self.listen;
+        }
+        set(&mut config.backend, self.backend.map(Some));
+        set(&mut config.policy, self.policy.map(Some));
+        set(&mut config.cache_size, self.cache_size);
+        set(&mut config.default_ttl, self.default_ttl);
+        set(&mut config.max_object_size, self.max_object_size);
+        set(&mut config.threads, self.threads.map(|n| Some(usize::from(n))));
+        set(&mut config.timeouts.connect, self.connect_timeout);
+        set(&mut config.timeouts.first_byte, self.first_byte_timeout);
+        set(&mut config.timeouts.between_bytes, self.between_bytes_timeout);
+        set(&mut config.purge_allow, self.purge_allow);
+        set(&mut config.cache_status_header, self.cache_status_header);
+        config.store_set_cookie |= self.store_set_cookie;
+        set(
+            &mut config.log_format,
+            self.log_format.map(|format| match format {
+                LogFormatArg::Compact => LogFormat::Compact,
+                LogFormatArg::Json => LogFormat::Json,
+            }),
+        );
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Demo { listen }) => demo(listen),
+        None => serve(cli.serve),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let config = match args.into_config() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("edgecache: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    edgecache_runtime::logging::init(config.log_format);
+    match edgecache_runtime::run(config, |addresses| {
+        for address in addresses {
+            tracing::info!(%address, "listening (HTTP/1.1 and h2c)");
+        }
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("edgecache: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(listen: SocketAddr) -> ExitCode {
+    edgecache_runtime::logging::init(LogFormat::Compact);
+    let result = edgecache_runtime::run_demo(listen, |origin, proxy| {
+        println!("edgecache demo: origin on http://{origin}, proxy on http://{proxy}\n");
+        println!("Try (twice each, and watch X-Cache and Age):");
+        for (path, what) in edgecache_runtime::demo::PATHS {
+            println!("  curl -i http://{proxy}{path:<10}  # {what}");
+        }
+        println!("\nStop with Ctrl-C.");
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("edgecache: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
