@@ -1,1 +1,204 @@
-//! edgecache policy language (work in progress).
+//! edgecache's policy language: a VCL 4.1 subset.
+//!
+//! The pipeline is parse (pest grammar, `grammar/`, lowered to a spanned AST
+//! in `ast/`) -> check (`check/`: names, variables per sub, types, returns,
+//! calls, regexes; every problem becomes a [`Diagnostic`]) -> compile
+//! (`compile/`: an immutable, `Send + Sync` [`Program`] with variables as
+//! slots, pre-parsed header names, compiled regexes, folded constants and
+//! Varnish's builtin VCL merged in) -> eval (`eval/`: [`Program::run`]
+//! against a [`Context`] the runtime implements).
+//!
+//! ```
+//! use policy_lang::{load_str, Action, Sub};
+//! # #[cfg(feature = "test-util")] {
+//! use policy_lang::testing::TestContext;
+//!
+//! let program = load_str("policy.vcl", r#"
+//!     vcl 4.1;
+//!     backend default { .host = "127.0.0.1"; .port = "8080"; }
+//!     sub vcl_recv {
+//!         if (req.url ~ "^/admin") { return (pass); }
+//!     }
+//! "#).expect("policy loads");
+//!
+//! let mut ctx = TestContext::request("GET", "/admin/users");
+//! assert_eq!(program.run(Sub::Recv, &mut ctx), Action::Pass);
+//!
+//! // Falls through to the builtin vcl_recv: a plain GET is looked up.
+//! let mut ctx = TestContext::request("GET", "/index.html");
+//! assert_eq!(program.run(Sub::Recv, &mut ctx), Action::Lookup);
+//! # }
+//! # let _ = (load_str, Action::Pass, Sub::Recv);
+//! ```
+//!
+//! Errors render like rustc's:
+//!
+//! ```
+//! let err = policy_lang::load_str("p.vcl", "sub vcl_recv { set req.ulr = \"/\"; }").unwrap_err();
+//! assert!(err.render().contains("did you mean `req.url`?"));
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod ast;
+mod ban;
+mod check;
+mod compile;
+mod diagnostics;
+mod eval;
+mod grammar;
+mod sub;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing {
+    //! An in-memory [`Context`](crate::Context) for tests and benches.
+    pub use crate::eval::testing::TestContext;
+}
+
+use std::sync::Arc;
+
+pub use ban::{parse_ban, BanContext, BanExpr};
+pub use compile::{BackendDecl, ProbeDecl, Program};
+pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
+pub use eval::{BackendId, Context, Scope, Value, ValueType, Var};
+pub use sub::{Action, Sub};
+
+use diagnostics::Sink;
+
+/// Reads policy files for [`load`]. The crate does no I/O itself.
+pub trait SourceLoader {
+    /// Loads `path`, as written in `include "path";` (or the entry path),
+    /// relative to the including file `from` (its canonical name) when given.
+    /// Returns the file's canonical name (used in diagnostics, cycle
+    /// detection and [`Program::sources`]) and its text, or an I/O error
+    /// message.
+    fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String>;
+}
+
+/// The builtin VCL appended after user code (Varnish's `builtin.vcl`).
+pub const BUILTIN_VCL: &str = include_str!("builtin.vcl");
+
+const BUILTIN_NAME: &str = "<builtin>";
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// Loads, checks and compiles the policy at `entry` and everything it includes.
+pub fn load(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnostics> {
+    let mut sm = SourceMap::new();
+    let mut sink = Sink::default();
+    let mut decls = Vec::new();
+    match loader.load(entry, None) {
+        Ok((name, text)) => {
+            let id = sm.add(name.clone(), text);
+            let mut stack = vec![name];
+            expand(id, &mut sm, &mut sink, Some(loader), &mut stack, &mut decls);
+        }
+        Err(e) => {
+            let id = sm.add(entry.to_string(), "");
+            sink.push(
+                Diagnostic::new(Code::Include, Span::new(id, 0, 0), format!("cannot read `{entry}`: {e}"))
+                    .label("could not be read"),
+            );
+        }
+    }
+    finish(sm, sink, decls)
+}
+
+/// Loads a policy from a string. `include` is not allowed (there is no loader).
+pub fn load_str(name: &str, text: &str) -> Result<Program, Diagnostics> {
+    let mut sm = SourceMap::new();
+    let mut sink = Sink::default();
+    let mut decls = Vec::new();
+    let id = sm.add(name, text);
+    let mut stack = vec![name.to_string()];
+    expand(id, &mut sm, &mut sink, None, &mut stack, &mut decls);
+    finish(sm, sink, decls)
+}
+
+/// Parses file `id`, splicing included files in place of their `include`.
+fn expand(
+    id: FileId,
+    sm: &mut SourceMap,
+    sink: &mut Sink,
+    loader: Option<&dyn SourceLoader>,
+    stack: &mut Vec<String>,
+    out: &mut Vec<ast::Decl>,
+) {
+    let text = sm.get(id).text.clone();
+    let Some(module) = ast::lower::parse_file(id, &text, sink) else {
+        return;
+    };
+    for d in module.decls {
+        let ast::Decl::Include { path, span } = &d else {
+            out.push(d);
+            continue;
+        };
+        let Some(loader) = loader else {
+            sink.push(
+                Diagnostic::new(Code::Include, *span, format!("cannot include `{path}` here"))
+                    .label("includes need a file loader")
+                    .hint("load the policy from a file (`edgecache check FILE.vcl`) so includes can be resolved"),
+            );
+            continue;
+        };
+        if stack.len() > MAX_INCLUDE_DEPTH {
+            sink.push(
+                Diagnostic::new(Code::IncludeCycle, *span, "includes are nested too deeply")
+                    .label(format!("more than {MAX_INCLUDE_DEPTH} levels")),
+            );
+            continue;
+        }
+        let from = stack.last().cloned();
+        match loader.load(path, from.as_deref()) {
+            Ok((name, text)) => {
+                if stack.contains(&name) {
+                    sink.push(
+                        Diagnostic::new(Code::IncludeCycle, *span, format!("`{name}` includes itself"))
+                            .label("include cycle")
+                            .hint(format!("include chain: {} -> {name}", stack.join(" -> "))),
+                    );
+                    continue;
+                }
+                let child = match sm.find(&name) {
+                    // Included twice (not a cycle): reuse the text, parse again.
+                    Some(existing) => existing,
+                    None => sm.add(name.clone(), text),
+                };
+                stack.push(name);
+                expand(child, sm, sink, Some(loader), stack, out);
+                stack.pop();
+            }
+            Err(e) => sink.push(
+                Diagnostic::new(Code::Include, *span, format!("cannot include `{path}`: {e}"))
+                    .label("could not be read"),
+            ),
+        }
+    }
+}
+
+fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Program, Diagnostics> {
+    let sources: Vec<String> = sm.files().map(|(_, f)| f.name.clone()).collect();
+    let builtin_id = sm.add(BUILTIN_NAME, BUILTIN_VCL);
+    let builtin = ast::lower::parse_file(builtin_id, BUILTIN_VCL, &mut sink);
+    let mut modules = vec![(ast::Module { decls }, false)];
+    if let Some(b) = builtin {
+        modules.push((b, true));
+    }
+    let parts = if sink.has_errors() {
+        // Syntax errors: still run the checks on what parsed, for more reports.
+        let _ = check::check(&modules, &mut sink);
+        None
+    } else {
+        check::check(&modules, &mut sink)
+    };
+    let sm = Arc::new(sm);
+    match parts {
+        Some(parts) if !sink.has_errors() => {
+            let mut program = compile::compile(parts, sources);
+            if !sink.items.is_empty() {
+                program.warnings = Some(Diagnostics::new(sm, sink.items));
+            }
+            Ok(program)
+        }
+        _ => Err(Diagnostics::new(sm, sink.items)),
+    }
+}

@@ -13,6 +13,13 @@ use crate::grammar::{describe_rule, Rule, VclParser};
 /// Parses one file. Syntax errors stop at the first one (pest does not
 /// recover); literal errors (number overflow) are pushed and parsing goes on.
 pub(crate) fn parse_file(file: FileId, text: &str, sink: &mut Sink) -> Option<Module> {
+    if let Some(at) = too_deep(text) {
+        sink.push(
+            Diagnostic::new(Code::Syntax, Span::new(file, at, at + 1), "nesting is too deep")
+                .label(format!("more than {MAX_DEPTH} levels of `(` / `{{`")),
+        );
+        return None;
+    }
     match VclParser::parse(Rule::vcl_file, text) {
         Ok(mut pairs) => {
             let root = pairs.next()?;
@@ -24,6 +31,26 @@ pub(crate) fn parse_file(file: FileId, text: &str, sink: &mut Sink) -> Option<Mo
             None
         }
     }
+}
+
+/// Bound on bracket nesting, so recursive passes cannot exhaust the stack.
+const MAX_DEPTH: usize = 256;
+
+fn too_deep(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in text.bytes().enumerate() {
+        match b {
+            b'(' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(i);
+                }
+            }
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagnostic {
@@ -58,11 +85,65 @@ fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagno
             format!("expected {} or {last}, found {found}", init.join(", "))
         }
     };
-    let mut d = Diagnostic::new(Code::Syntax, span, message).label("unexpected token here");
+    if rest.trim().is_empty() && expected.contains(&"`}`") {
+        let mut d = Diagnostic::new(Code::Syntax, span, "unexpected end of file: expected `}`")
+            .label("file ends here");
+        if let Some(open) = unclosed_brace(text) {
+            d = d.secondary(Span::new(file, open, open + 1), "this `{` is never closed");
+        }
+        return d.hint("add the missing `}`");
+    }
+    let mut d = if expected.first() == Some(&"`;`") && pos > 0 {
+        // Point just after the previous token, where the `;` belongs.
+        let prev_end = text[..pos].trim_end().len();
+        Diagnostic::new(Code::Syntax, Span::new(file, prev_end, prev_end), message)
+            .label("expected `;` here")
+            .secondary(span, "unexpected token")
+    } else {
+        Diagnostic::new(Code::Syntax, span, message).label("unexpected token here")
+    };
     if let Some(h) = syntax_hint(text, pos, &expected) {
         d = d.hint(h);
     }
     d
+}
+
+/// Byte offset of the last `{` that has no matching `}` (strings and comments skipped).
+fn unclosed_brace(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut stack = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' if b.get(i + 1) == Some(&b'"') => {
+                i = text[i + 2..].find("\"}").map_or(b.len(), |e| i + 2 + e + 2);
+                continue;
+            }
+            b'"' => {
+                i = text[i + 1..].find(['"', '\n']).map_or(b.len(), |e| i + 1 + e + 1);
+                continue;
+            }
+            b'#' => {
+                i = text[i..].find('\n').map_or(b.len(), |e| i + e);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = text[i..].find('\n').map_or(b.len(), |e| i + e);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                continue;
+            }
+            b'{' => stack.push(i),
+            b'}' => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    stack.pop()
 }
 
 fn token_len(rest: &str) -> usize {
@@ -127,7 +208,7 @@ impl Lower<'_> {
                 Rule::import_decl => {
                     if let Some(id) = p.into_inner().find(|p| p.as_rule() == Rule::ident) {
                         let name = self.ident(id);
-                        decls.push(Decl::Import { name, span });
+                        decls.push(Decl::Import { name });
                     }
                 }
                 Rule::include_decl => {

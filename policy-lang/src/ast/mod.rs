@@ -19,7 +19,7 @@ pub(crate) struct Module {
 #[derive(Debug, Clone)]
 pub(crate) enum Decl {
     Version { version: String, span: Span },
-    Import { name: Ident, span: Span },
+    Import { name: Ident },
     Include { path: String, span: Span },
     Backend(BackendDef),
     Probe(ProbeDef),
@@ -33,6 +33,7 @@ pub(crate) struct BackendDef {
     /// `backend NAME none;`
     pub none: bool,
     pub attrs: Vec<Attr>,
+    #[allow(dead_code)] // whole-declaration span, kept for future diagnostics
     pub span: Span,
 }
 
@@ -40,6 +41,7 @@ pub(crate) struct BackendDef {
 pub(crate) struct ProbeDef {
     pub name: Ident,
     pub attrs: Vec<Attr>,
+    #[allow(dead_code)] // whole-declaration span, kept for future diagnostics
     pub span: Span,
 }
 
@@ -72,6 +74,7 @@ impl AttrValue {
 pub(crate) struct AclDef {
     pub name: Ident,
     pub entries: Vec<AclEntry>,
+    #[allow(dead_code)] // whole-declaration span, kept for future diagnostics
     pub span: Span,
 }
 
@@ -83,6 +86,7 @@ pub(crate) struct AclEntry {
     pub addr: String,
     pub addr_span: Span,
     pub mask: Option<(u32, Span)>,
+    #[allow(dead_code)] // whole-declaration span, kept for future diagnostics
     pub span: Span,
 }
 
@@ -90,6 +94,7 @@ pub(crate) struct AclEntry {
 pub(crate) struct SubDef {
     pub name: Ident,
     pub body: Vec<Stmt>,
+    #[allow(dead_code)] // whole-declaration span, kept for future diagnostics
     pub span: Span,
 }
 

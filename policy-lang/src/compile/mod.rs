@@ -73,6 +73,7 @@ pub(crate) struct AclRule {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Acl {
+    #[allow(dead_code)] // for Debug output
     pub name: String,
     pub rules: Vec<AclRule>,
 }
@@ -121,6 +122,7 @@ pub(crate) enum DirectorKind {
 
 #[derive(Debug)]
 pub(crate) struct Director {
+    #[allow(dead_code)] // for Debug output
     pub name: String,
     pub kind: DirectorKind,
     pub backends: Vec<(BackendId, f64)>,

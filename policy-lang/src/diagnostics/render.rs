@@ -74,15 +74,32 @@ fn render_one(out: &mut String, sources: &SourceMap, d: &Diagnostic) {
     let (line, col) = file.line_col(d.primary.span.start);
     let _ = writeln!(out, "{pad}--> {}:{}:{}", file.name, line, col);
     let _ = writeln!(out, "{pad} |");
-    snippet(out, sources, &d.primary, '^', &pad);
-    for l in &d.secondary {
-        if l.span.file != d.primary.span.file {
-            let f = sources.get(l.span.file);
-            let (ll, lc) = f.line_col(l.span.start);
-            let _ = writeln!(out, "{pad}::: {}:{}:{}", f.name, ll, lc);
-            let _ = writeln!(out, "{pad} |");
+    // Labels in the primary's file, in line order; others get their own block.
+    let mut here: Vec<(&Label, char)> = vec![(&d.primary, '^')];
+    here.extend(
+        d.secondary
+            .iter()
+            .filter(|l| l.span.file == d.primary.span.file)
+            .map(|l| (l, '-')),
+    );
+    here.sort_by_key(|(l, _)| l.span.start);
+    let mut last_line = None;
+    for (l, mark) in here {
+        let (ll, _) = file.line_col(l.span.start);
+        if let Some(prev) = last_line {
+            if ll > prev + 1 {
+                let _ = writeln!(out, "{}...", " ".repeat(pad.len().saturating_sub(1)));
+            }
         }
-        snippet(out, sources, l, '-', &pad);
+        snippet(out, sources, l, mark, &pad, last_line == Some(ll));
+        last_line = Some(ll);
+    }
+    for l in d.secondary.iter().filter(|l| l.span.file != d.primary.span.file) {
+        let f = sources.get(l.span.file);
+        let (ll, lc) = f.line_col(l.span.start);
+        let _ = writeln!(out, "{pad}::: {}:{}:{}", f.name, ll, lc);
+        let _ = writeln!(out, "{pad} |");
+        snippet(out, sources, l, '-', &pad, false);
     }
     if let Some(h) = &d.hint {
         let _ = writeln!(out, "{pad} |");
@@ -96,11 +113,13 @@ fn render_one(out: &mut String, sources: &SourceMap, d: &Diagnostic) {
     }
 }
 
-fn snippet(out: &mut String, sources: &SourceMap, label: &Label, mark: char, pad: &str) {
+fn snippet(out: &mut String, sources: &SourceMap, label: &Label, mark: char, pad: &str, same_line: bool) {
     let file = sources.get(label.span.file);
     let (line, col) = file.line_col(label.span.start);
     let text = file.line_text(line);
-    let _ = writeln!(out, "{:>w$} | {}", line, text.replace('\t', " "), w = pad.len());
+    if !same_line {
+        let _ = writeln!(out, "{:>w$} | {}", line, text.replace('\t', " "), w = pad.len());
+    }
     // Caret length: the span's characters on this first line (at least one).
     let line_start = file.line_start(line);
     let line_end = line_start + text.len();

@@ -58,11 +58,10 @@ impl Expiry<CacheKey, Arc<Variants>> for RetainFor {
 /// Whether a request selects the variant with fingerprint `variant` under `rule`. `Vary: *`
 /// gives no fingerprint and so matches nothing (RFC 9111 §4.1).
 pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: &Option<Bytes>) -> bool {
-    match rule {
-        VaryRule::None => true,
-        _ => rule
-            .request_fingerprint(request)
-            .is_some_and(|print| Some(&print) == variant.as_ref()),
+    match (rule, variant) {
+        (VaryRule::None, _) => true,
+        (_, Some(fingerprint)) => rule.matches(request, fingerprint),
+        (_, None) => false,
     }
 }
 

@@ -24,7 +24,7 @@ use crate::cache::key::CacheKey;
 use crate::cache::object::{CachedObject, ObjectHead};
 use crate::cache::rules::control::ResponseDirectives;
 use crate::cache::rules::vary::VaryRule;
-use crate::cache::rules::{age, freshness, storable};
+use crate::cache::rules::{self, age, freshness, storable};
 use crate::cache::state::CacheState;
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
@@ -199,6 +199,9 @@ impl FetchTask {
         response_time: SystemTime,
     ) -> Result<(ObjectHead, VaryRule), &'static str> {
         let shared = &self.shared;
+        // A missing or invalid Date is replaced by the receipt time (RFC 9110 §6.6.1), so that
+        // `Expires` − `Date` and the apparent age are computed from a real clock reading.
+        age::ensure_date(&mut parts.headers, response_time);
         let directives = ResponseDirectives::from_headers(&parts.headers, None);
         storable::check_storable(
             &Method::GET,
@@ -230,6 +233,7 @@ impl FetchTask {
         let variant = rule.request_fingerprint(&self.request.headers);
         let mut stored = parts.headers.clone();
         stored.remove(header::AGE);
+        rules::strip_field_scoped(&mut stored, &directives);
         headers::append_via(&mut stored, parts.version);
         let head = ObjectHead {
             status: parts.status,

@@ -28,6 +28,11 @@
 //!    On origin failure: `stale::may_serve_stale`.
 //! 4. After an unsafe request: `invalidate::invalidation_targets`.
 
+// The proxy adopts these decisions step by step (issue 3: revalidation, conditionals, ranges,
+// stale serving, invalidation); until every one is wired in, unused ones must not fail
+// `clippy -D warnings`. Remove this once the proxy calls them all.
+#![cfg_attr(not(test), allow(dead_code))]
+
 use http::header::HeaderMap;
 
 pub(crate) mod age;

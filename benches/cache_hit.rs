@@ -1,0 +1,82 @@
+//! Cache-hit latency over loopback: one HTTP/1.1 keep-alive connection to a running edgecache,
+//! asking again and again for a 510-byte object that is already stored. This measures the whole
+//! hit path (parse, lookup, response building, write) plus the client's own work.
+//!
+//! Run: `cargo bench --bench cache_hit`
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion};
+use edgecache_runtime::Config;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+async fn origin() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+    let address = listener.local_addr().expect("origin address");
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.expect("accept");
+            tokio::spawn(async move {
+                let service = service_fn(|_request| async {
+                    let mut response = Response::new(Full::new(Bytes::from(vec![b'x'; 510])));
+                    response
+                        .headers_mut()
+                        .insert("cache-control", "max-age=3600".parse().expect("valid"));
+                    Ok::<_, Infallible>(response)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    address
+}
+
+fn cache_hit(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut sender = runtime.block_on(async {
+        let origin = origin().await;
+        let config = Config {
+            listen: vec!["127.0.0.1:0".parse().expect("valid")],
+            backend: Some(origin.to_string()),
+            ..Config::default()
+        };
+        let running = edgecache_runtime::start(config).await.expect("start edgecache");
+        let proxy = running.listen_addrs()[0];
+        std::mem::forget(running);
+        let stream = TcpStream::connect(proxy).await.expect("connect");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        sender
+    });
+    let mut get = move || {
+        let request = Request::get("/small.gif")
+            .header("host", "bench")
+            .body(Empty::<Bytes>::new())
+            .expect("valid request");
+        let response = sender.send_request(request);
+        async move {
+            let response = response.await.expect("response");
+            assert_eq!(response.status(), 200);
+            response.into_body().collect().await.expect("body").to_bytes()
+        }
+    };
+    runtime.block_on(get());
+    c.bench_function("hit_510B_http1", |b| b.to_async(&runtime).iter(&mut get));
+}
+
+criterion_group!(benches, cache_hit);
+criterion_main!(benches);

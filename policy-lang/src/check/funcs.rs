@@ -1,0 +1,88 @@
+//! Signatures of the built-in functions (`regsub`, `std.*`, `directors.*`).
+
+use super::types::Ty;
+use crate::compile::ir::Func;
+
+pub(crate) struct Param {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub optional: bool,
+}
+
+const fn p(name: &'static str, ty: Ty) -> Param {
+    Param {
+        name,
+        ty,
+        optional: false,
+    }
+}
+
+const fn opt(name: &'static str, ty: Ty) -> Param {
+    Param {
+        name,
+        ty,
+        optional: true,
+    }
+}
+
+pub(crate) struct Sig {
+    pub name: &'static str,
+    pub func: Func,
+    pub params: &'static [Param],
+    pub ret: Ty,
+}
+
+pub(crate) const VALUE_FUNCS: &[Sig] = &[
+    Sig { name: "std.tolower", func: Func::ToLower, params: &[p("s", Ty::Str)], ret: Ty::Str },
+    Sig { name: "std.toupper", func: Func::ToUpper, params: &[p("s", Ty::Str)], ret: Ty::Str },
+    Sig { name: "std.integer", func: Func::Integer, params: &[p("s", Ty::Str), opt("fallback", Ty::Int)], ret: Ty::Int },
+    Sig { name: "std.real", func: Func::Real, params: &[p("s", Ty::Str), opt("fallback", Ty::Real)], ret: Ty::Real },
+    Sig { name: "std.duration", func: Func::Duration, params: &[p("s", Ty::Str), opt("fallback", Ty::Duration)], ret: Ty::Duration },
+    Sig { name: "std.bytes", func: Func::Bytes, params: &[p("s", Ty::Str), opt("fallback", Ty::Bytes)], ret: Ty::Bytes },
+    Sig { name: "std.ip", func: Func::Ip, params: &[p("s", Ty::Str), opt("fallback", Ty::Ip), opt("resolve", Ty::Bool)], ret: Ty::Ip },
+    Sig { name: "std.time", func: Func::Time, params: &[p("s", Ty::Str), opt("fallback", Ty::Time)], ret: Ty::Time },
+    Sig { name: "std.healthy", func: Func::Healthy, params: &[p("be", Ty::Backend)], ret: Ty::Bool },
+    Sig { name: "std.querysort", func: Func::Querysort, params: &[p("s", Ty::Str)], ret: Ty::Str },
+    Sig { name: "std.strstr", func: Func::Strstr, params: &[p("s1", Ty::Str), p("s2", Ty::Str)], ret: Ty::Str },
+    Sig { name: "std.port", func: Func::Port, params: &[p("ip", Ty::Ip)], ret: Ty::Int },
+    Sig { name: "std.random", func: Func::Random, params: &[p("lo", Ty::Real), p("hi", Ty::Real)], ret: Ty::Real },
+    Sig { name: "std.now", func: Func::Now, params: &[], ret: Ty::Time },
+    Sig { name: "std.round", func: Func::Round, params: &[p("r", Ty::Real)], ret: Ty::Real },
+    Sig { name: "std.ban", func: Func::Ban, params: &[p("expression", Ty::Str)], ret: Ty::Bool },
+];
+
+/// Functions only usable as statements.
+pub(crate) const STATEMENT_FUNCS: &[&str] = &[
+    "hash_data",
+    "synthetic",
+    "ban",
+    "std.log",
+    "std.syslog",
+    "std.collect",
+    "std.timestamp",
+];
+
+/// Varnish functions recognised but not provided.
+pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "std.fileread" | "std.blobread" | "std.file_exists" => {
+            "edgecache policies do no file I/O; serve error pages from `vcl_synth` with `synthetic({\"...\"})`"
+        }
+        "std.getenv" => "edgecache policies cannot read the environment",
+        "std.cache_req_body" => "request body caching is not supported yet",
+        "std.rollback" | "std.late_100_continue" | "std.set_ip_tos" | "std.syntax"
+        | "std.timed_call" | "std.fnmatch" | "std.strftime" | "std.ban_error"
+        | "std.real2integer" | "std.real2time" | "std.time2integer" | "std.time2real" => {
+            "this std function is not supported by edgecache"
+        }
+        _ => return None,
+    })
+}
+
+pub(crate) fn all_names() -> impl Iterator<Item = &'static str> {
+    VALUE_FUNCS
+        .iter()
+        .map(|s| s.name)
+        .chain(STATEMENT_FUNCS.iter().copied())
+        .chain(["regsub", "regsuball"])
+}

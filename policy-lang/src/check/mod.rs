@@ -1,0 +1,450 @@
+//! Semantic checks. Each pass pushes into the `Sink` and keeps going, so a
+//! policy with several mistakes reports them all:
+//!
+//! * names (here): imports, duplicate definitions, `vcl_*` names, directors;
+//! * `decls.rs`: backend / probe / ACL attributes;
+//! * calls (here): undefined subs, recursion, and which methods reach each
+//!   custom sub (a custom sub is checked in the context of every caller);
+//! * `types.rs` with `vars.rs` and `funcs.rs`: variables readable/writable
+//!   per sub, types, legal `return` actions; it also produces the resolved
+//!   tree (`compile::ir`) the compiler links;
+//! * `regex.rs`: patterns compile (with a dedicated PCRE-only diagnostic).
+
+mod decls;
+mod funcs;
+mod regex;
+pub(crate) mod types;
+mod vars;
+
+pub(crate) use regex::convert_replacement;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+
+use crate::ast::{Decl, Module, Stmt, StmtKind, SubDef, ExprKind};
+use crate::compile::{self, Director, DirectorKind, ProbeDecl};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
+use crate::eval::BackendId;
+use crate::sub::Sub;
+use types::{BodyCtx, Lowerer};
+
+/// What a top-level name refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SymKind {
+    Backend(usize),
+    Probe(usize),
+    Acl(usize),
+    Sub(usize),
+    Director(usize, DirectorKind),
+}
+
+impl SymKind {
+    fn describe(self) -> &'static str {
+        match self {
+            SymKind::Backend(_) => "backend",
+            SymKind::Probe(_) => "probe",
+            SymKind::Acl(_) => "ACL",
+            SymKind::Sub(_) => "sub",
+            SymKind::Director(..) => "director",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Symbols {
+    map: HashMap<String, (SymKind, Span)>,
+    pub imports: Vec<String>,
+}
+
+impl Symbols {
+    pub fn get(&self, name: &str) -> Option<SymKind> {
+        self.map.get(name).map(|(k, _)| *k)
+    }
+
+    pub fn names_of(&self, f: impl Fn(SymKind) -> bool) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .map
+            .iter()
+            .filter(|(_, (k, _))| f(*k))
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn define(&mut self, sink: &mut Sink, name: &str, span: Span, kind: SymKind) -> bool {
+        if let Some((prev, prev_span)) = self.map.get(name) {
+            sink.push(
+                Diagnostic::new(
+                    Code::Duplicate,
+                    span,
+                    format!("`{name}` is defined more than once"),
+                )
+                .label(format!("{} `{name}` redefined here", kind.describe()))
+                .secondary(*prev_span, format!("{} `{name}` first defined here", prev.describe())),
+            );
+            return false;
+        }
+        self.map.insert(name.to_string(), (kind, span));
+        true
+    }
+}
+
+struct SubInfo<'m> {
+    name: String,
+    span: Span,
+    method: Option<Sub>,
+    defs: Vec<&'m SubDef>,
+    from_user: bool,
+}
+
+/// Varnish 3 / removed sub names and what to use instead.
+fn legacy_sub(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "vcl_fetch" => "`vcl_fetch` is Varnish 3; use `vcl_backend_response`",
+        "vcl_error" => "`vcl_error` is Varnish 3; use `vcl_synth` (client side) or `vcl_backend_error`",
+        "vcl_backend_refresh" => "`vcl_backend_refresh` is Varnish 8 and not supported",
+        _ => return None,
+    })
+}
+
+/// Checks the modules (user files in include order, then the builtin) and
+/// lowers them. Returns `None` when errors were pushed.
+pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compile::Parts> {
+    let mut syms = Symbols::default();
+    let mut subs: Vec<SubInfo<'_>> = Vec::new();
+    let mut sub_index: HashMap<String, usize> = HashMap::new();
+    let mut probes: Vec<ProbeDecl> = Vec::new();
+    let mut probe_defs = Vec::new();
+    let mut backend_defs = Vec::new();
+    let mut acls = Vec::new();
+    let mut directors: Vec<Director> = Vec::new();
+
+    // Helper subs of the builtin (`vcl_req_cookie`, ...) are callable, not reserved.
+    let builtin_subs: Vec<&str> = modules
+        .iter()
+        .filter(|(_, b)| *b)
+        .flat_map(|(m, _)| m.decls.iter())
+        .filter_map(|d| match d {
+            Decl::Sub(s) => Some(s.name.name.as_str()),
+            _ => None,
+        })
+        .collect();
+
+    // === pass 1: names ===
+    for (module, builtin) in modules {
+        for d in &module.decls {
+            match d {
+                Decl::Version { version, span } => {
+                    if version != "4.0" && version != "4.1" {
+                        sink.push(
+                            Diagnostic::new(Code::Unsupported, *span, format!("VCL version {version} is not supported"))
+                                .label("unsupported version")
+                                .hint("edgecache reads VCL 4.0 and 4.1: `vcl 4.1;`"),
+                        );
+                    }
+                }
+                Decl::Import { name } => match name.name.as_str() {
+                    "std" | "directors" => {
+                        if !syms.imports.contains(&name.name) {
+                            syms.imports.push(name.name.clone());
+                        }
+                    }
+                    other => sink.push(
+                        Diagnostic::new(Code::Unsupported, name.span, format!("vmod `{other}` is not available in edgecache"))
+                            .label("unknown vmod")
+                            .hint("edgecache provides `std` and `directors`; other vmods will be available as WebAssembly plugins"),
+                    ),
+                },
+                Decl::Include { span, .. } => {
+                    // Resolved by the loader before checking; reaching here means it was skipped.
+                    let _ = span;
+                }
+                Decl::Backend(b) => {
+                    if syms.define(sink, &b.name.name, b.name.span, SymKind::Backend(backend_defs.len())) {
+                        backend_defs.push(b);
+                    }
+                }
+                Decl::Probe(p) => {
+                    if syms.define(sink, &p.name.name, p.name.span, SymKind::Probe(probe_defs.len())) {
+                        probe_defs.push(p);
+                    }
+                }
+                Decl::Acl(a) => {
+                    if syms.define(sink, &a.name.name, a.name.span, SymKind::Acl(acls.len())) {
+                        acls.push(decls::acl(sink, a));
+                    }
+                }
+                Decl::Sub(s) => {
+                    let name = s.name.name.as_str();
+                    let method = Sub::from_name(name);
+                    if name == "vcl_pipe" {
+                        sink.push(
+                            Diagnostic::new(Code::NoEffect, s.name.span, "`vcl_pipe` never runs: edgecache does not support pipe mode")
+                                .label("ignored")
+                                .hint("requests that Varnish would pipe are passed (`return (pass)`) or refused"),
+                        );
+                        continue;
+                    }
+                    if method.is_none() && name.starts_with("vcl_") && !builtin {
+                        if let Some(note) = legacy_sub(name) {
+                            sink.push(
+                                Diagnostic::new(Code::UnknownMethod, s.name.span, format!("unknown built-in sub `{name}`"))
+                                    .label("not a VCL 4 sub")
+                                    .hint(note),
+                            );
+                            continue;
+                        }
+                        if !builtin_subs.contains(&name) {
+                            let hint = did_you_mean(name, Sub::ALL.iter().map(|s| s.name()))
+                                .map(|s| format!("did you mean `{s}`? (names starting with `vcl_` are reserved)"))
+                                .unwrap_or_else(|| "names starting with `vcl_` are reserved for built-in subs".into());
+                            sink.push(
+                                Diagnostic::new(Code::UnknownMethod, s.name.span, format!("unknown built-in sub `{name}`"))
+                                    .label("reserved name")
+                                    .hint(hint),
+                            );
+                            continue;
+                        }
+                    }
+                    match sub_index.get(name) {
+                        Some(&i) if method.is_some() => {
+                            // Method subs concatenate in source order (builtin last).
+                            subs[i].defs.push(s);
+                            subs[i].from_user |= !builtin;
+                        }
+                        Some(&i) if *builtin => {
+                            sink.push(
+                                Diagnostic::new(
+                                    Code::Duplicate,
+                                    subs[i].span,
+                                    format!("`{name}` is a builtin sub and cannot be redefined"),
+                                )
+                                .label("redefines a builtin helper")
+                                .hint(format!("rename your sub, or `call {name};` to use the builtin one")),
+                            );
+                        }
+                        _ => {
+                            let i = subs.len();
+                            if !syms.define(sink, name, s.name.span, SymKind::Sub(i)) {
+                                continue;
+                            }
+                            sub_index.insert(name.to_string(), i);
+                            subs.push(SubInfo {
+                                name: name.to_string(),
+                                span: s.name.span,
+                                method,
+                                defs: vec![s],
+                                from_user: !builtin,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Directors: `new NAME = directors.KIND();` at the top of vcl_init.
+    if let Some(&i) = sub_index.get("vcl_init") {
+        for def in &subs[i].defs {
+            for st in &def.body {
+                if let StmtKind::New { name, ctor } = &st.kind {
+                    let ExprKind::Call { func, .. } = &ctor.kind else { continue };
+                    let kind = match func.name.as_str() {
+                        "directors.round_robin" => DirectorKind::RoundRobin,
+                        "directors.fallback" => DirectorKind::Fallback,
+                        "directors.random" => DirectorKind::Random,
+                        "directors.hash" => DirectorKind::Hash,
+                        other => {
+                            let hint = did_you_mean(other, ["directors.round_robin", "directors.fallback", "directors.random", "directors.hash"])
+                                .map(|s| format!("did you mean `{s}`?"))
+                                .unwrap_or_else(|| "edgecache supports directors.round_robin, fallback, random and hash".into());
+                            sink.push(
+                                Diagnostic::new(Code::Unsupported, func.span, format!("`new` with `{other}` is not supported"))
+                                    .label("unknown constructor")
+                                    .hint(hint),
+                            );
+                            continue;
+                        }
+                    };
+                    if !syms.imports.iter().any(|i| i == "directors") {
+                        sink.push(
+                            Diagnostic::new(Code::UnknownFunction, func.span, format!("`{}` needs `import directors;`", func.name))
+                                .label("vmod `directors` is not imported")
+                                .hint("add `import directors;` after the `vcl 4.1;` line"),
+                        );
+                    }
+                    if syms.define(sink, &name.name, name.span, SymKind::Director(directors.len(), kind)) {
+                        directors.push(Director {
+                            name: name.name.clone(),
+                            kind,
+                            backends: Vec::new(),
+                            next: AtomicUsize::new(0),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    // === backends and probes ===
+    for p in &probe_defs {
+        probes.push(decls::probe_decl(sink, p));
+    }
+    let probe_names: Vec<&str> = probe_defs.iter().map(|p| p.name.name.as_str()).collect();
+    let lookup = |n: &str| probe_names.iter().position(|p| *p == n).map(|i| probes[i].clone());
+    let backends: Vec<_> = backend_defs
+        .iter()
+        .map(|b| decls::backend(sink, b, &lookup, &probe_names))
+        .collect();
+    let default_backend = backends
+        .iter()
+        .position(|b| b.name == "default")
+        .or(if backends.is_empty() { None } else { Some(0) })
+        .map(|i| BackendId(i as u32));
+
+    // === calls: graph, recursion, reachability ===
+    let n = subs.len();
+    let mut edges: Vec<Vec<(usize, Span)>> = vec![Vec::new(); n];
+    for (i, s) in subs.iter().enumerate() {
+        for def in &s.defs {
+            collect_calls(&def.body, &mut |name, span| {
+                if let Some(&j) = sub_index.get(name) {
+                    edges[i].push((j, span));
+                }
+            });
+        }
+    }
+    // Recursion: DFS with colours; a back edge is reported and dropped.
+    let mut color = vec![0u8; n];
+    let mut bad_edges: Vec<(usize, usize)> = Vec::new();
+    fn dfs(
+        u: usize,
+        edges: &[Vec<(usize, Span)>],
+        color: &mut [u8],
+        bad: &mut Vec<(usize, usize)>,
+        subs: &[SubInfo<'_>],
+        sink: &mut Sink,
+    ) {
+        color[u] = 1;
+        for (k, &(v, span)) in edges[u].iter().enumerate() {
+            if color[v] == 1 {
+                bad.push((u, k));
+                let mut d = Diagnostic::new(
+                    Code::Recursion,
+                    span,
+                    format!("recursive call to `{}`", subs[v].name),
+                )
+                .label("this call closes a cycle")
+                .hint("VCL subs cannot call themselves, directly or through other subs");
+                if u != v {
+                    d = d.secondary(subs[v].span, format!("`{}` defined here", subs[v].name));
+                }
+                sink.push(d);
+            } else if color[v] == 0 {
+                dfs(v, edges, color, bad, subs, sink);
+            }
+        }
+        color[u] = 2;
+    }
+    for u in 0..n {
+        if color[u] == 0 {
+            dfs(u, &edges, &mut color, &mut bad_edges, &subs, sink);
+        }
+    }
+    for (u, k) in bad_edges.iter().rev() {
+        edges[*u].remove(*k);
+    }
+    // Which methods reach each sub, and through which call site.
+    let mut masks = vec![0u16; n];
+    let mut via: Vec<HashMap<Sub, Span>> = vec![HashMap::new(); n];
+    for (i, s) in subs.iter().enumerate() {
+        let Some(m) = s.method else { continue };
+        masks[i] |= m.bit();
+        let mut stack = vec![i];
+        let mut seen = vec![false; n];
+        seen[i] = true;
+        while let Some(u) = stack.pop() {
+            for &(v, span) in &edges[u] {
+                if !seen[v] {
+                    seen[v] = true;
+                    masks[v] |= m.bit();
+                    via[v].entry(m).or_insert(span);
+                    stack.push(v);
+                }
+            }
+        }
+    }
+
+    // === lowering with types and scopes ===
+    let mut bodies = Vec::with_capacity(n);
+    let mut adds = Vec::new();
+    for (i, s) in subs.iter().enumerate() {
+        if s.method.is_none() && masks[i] == 0 && s.from_user {
+            sink.push(
+                Diagnostic::new(Code::Unused, s.span, format!("sub `{}` is never called", s.name))
+                    .label("unused")
+                    .hint("call it from a built-in sub with `call NAME;`, or remove it"),
+            );
+        }
+        let cx = BodyCtx {
+            sub_name: &s.name,
+            mask: masks[i],
+            is_method: s.method.is_some(),
+            via: &via[i],
+        };
+        let mut l = Lowerer::new(sink, &syms, cx, &mut adds);
+        let mut body = Vec::new();
+        for def in &s.defs {
+            body.extend(l.body(&def.body));
+        }
+        bodies.push(body);
+    }
+    for (d, b, w) in adds {
+        directors[d].backends.push((b, w));
+    }
+
+    if sink.has_errors() {
+        return None;
+    }
+    let mut methods = [None; 13];
+    let mut user_methods = 0u16;
+    for (i, s) in subs.iter().enumerate() {
+        if let Some(m) = s.method {
+            methods[m.index()] = Some(i);
+            if s.from_user {
+                user_methods |= m.bit();
+            }
+        }
+    }
+    Some(compile::Parts {
+        backends,
+        default_backend,
+        acls,
+        directors,
+        bodies,
+        methods,
+        user_methods,
+    })
+}
+
+fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Call(id) => f(&id.name, id.span),
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                for (_, b) in branches {
+                    collect_calls(b, f);
+                }
+                if let Some(o) = otherwise {
+                    collect_calls(o, f);
+                }
+            }
+            StmtKind::Block(b) => collect_calls(b, f),
+            _ => {}
+        }
+    }
+}

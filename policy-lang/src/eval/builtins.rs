@@ -1,0 +1,228 @@
+//! `std.*` functions and directors at run time.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+
+use super::{BackendId, Context, Value};
+use crate::compile::ir::{Expr, Func};
+use crate::compile::{Director, DirectorKind, Program};
+
+pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn Context) -> Value<'a> {
+    let arg = |i: usize| -> Value<'a> {
+        args.get(i).map(|e| p.eval(e, ctx)).unwrap_or(Value::Unset)
+    };
+    let s0 = || -> Cow<'a, str> {
+        match arg(0) {
+            Value::Str(s) => s,
+            _ => Cow::Borrowed(""),
+        }
+    };
+    match f {
+        Func::ToLower => {
+            let s = s0();
+            if s.bytes().any(|b| b.is_ascii_uppercase()) || !s.is_ascii() {
+                Value::Str(Cow::Owned(s.to_lowercase()))
+            } else {
+                Value::Str(s)
+            }
+        }
+        Func::ToUpper => {
+            let s = s0();
+            if s.bytes().any(|b| b.is_ascii_lowercase()) || !s.is_ascii() {
+                Value::Str(Cow::Owned(s.to_uppercase()))
+            } else {
+                Value::Str(s)
+            }
+        }
+        Func::Integer => match s0().trim().parse::<i64>() {
+            Ok(i) => Value::Int(i),
+            Err(_) => fallback(arg(1), Value::Int(0)),
+        },
+        Func::Real => match s0().trim().parse::<f64>() {
+            Ok(r) if r.is_finite() => Value::Real(r),
+            _ => fallback(arg(1), Value::Real(0.0)),
+        },
+        Func::Duration => match parse_duration(s0().trim()) {
+            Some(d) => Value::Duration(d),
+            None => fallback(arg(1), Value::Duration(0.0)),
+        },
+        Func::Bytes => match parse_bytes(s0().trim()) {
+            Some(b) => Value::Bytes(b),
+            None => fallback(arg(1), Value::Bytes(0)),
+        },
+        Func::Ip => match s0().trim().parse::<IpAddr>() {
+            Ok(ip) => Value::Ip(ip),
+            Err(_) => fallback(arg(1), Value::Unset),
+        },
+        Func::Time => {
+            let s = s0();
+            let s = s.trim();
+            let t = httpdate::parse_http_date(s)
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs_f64())
+                .or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite()));
+            match t {
+                Some(t) => Value::Time(t),
+                None => fallback(arg(1), Value::Time(0.0)),
+            }
+        }
+        Func::Healthy => match arg(0) {
+            Value::Backend(Some(b)) => Value::Bool(ctx.healthy(b)),
+            _ => Value::Bool(false),
+        },
+        Func::Querysort => Value::Str(querysort(s0())),
+        Func::Strstr => {
+            let (a, b) = (s0(), arg(1));
+            let b = b.as_str().unwrap_or("");
+            match a.find(b) {
+                Some(i) => match a {
+                    Cow::Borrowed(s) => Value::Str(Cow::Borrowed(&s[i..])),
+                    Cow::Owned(s) => Value::Str(Cow::Owned(s[i..].to_string())),
+                },
+                None => Value::Unset,
+            }
+        }
+        Func::Port => Value::Int(0),
+        Func::Random => {
+            let lo = arg(0).as_real().unwrap_or(0.0);
+            let hi = arg(1).as_real().unwrap_or(1.0);
+            Value::Real(lo + (hi - lo) * ctx.random())
+        }
+        Func::Now => ctx.get(super::Var::Now),
+        Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
+        // Only reachable in value position; the statement form is handled by exec.
+        Func::Ban => Value::Bool(crate::ban::parse_ban(&s0()).is_ok()),
+    }
+}
+
+fn fallback(v: Value<'_>, default: Value<'static>) -> Value<'static> {
+    match v {
+        Value::Unset => default,
+        other => other.into_owned(),
+    }
+}
+
+pub(crate) fn parse_duration(s: &str) -> Option<f64> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let mult = match unit.trim() {
+        "ms" => 0.001,
+        "s" | "" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        "w" => 604800.0,
+        "y" => 31536000.0,
+        _ => return None,
+    };
+    Some(n * mult).filter(|d| d.is_finite())
+}
+
+fn parse_bytes(s: &str) -> Option<u64> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let mult = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1.0,
+        "KB" | "K" => 1024.0,
+        "MB" | "M" => 1048576.0,
+        "GB" | "G" => 1073741824.0,
+        "TB" | "T" => 1099511627776.0,
+        _ => return None,
+    };
+    Some((n * mult) as u64)
+}
+
+/// Sorts query parameters (stable, by the whole `k=v` pair as Varnish does).
+fn querysort(url: Cow<'_, str>) -> Cow<'_, str> {
+    let Some(q) = url.find('?') else { return url };
+    let (path, query) = url.split_at(q);
+    let query = &query[1..];
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    if params.windows(2).all(|w| w[0] <= w[1]) && !query.contains("&&") && !query.ends_with('&') {
+        return url;
+    }
+    params.sort();
+    let mut out = String::with_capacity(url.len());
+    out.push_str(path);
+    if !params.is_empty() {
+        out.push('?');
+        out.push_str(&params.join("&"));
+    }
+    Cow::Owned(out)
+}
+
+pub(super) fn director_pick(d: &Director, key: Option<&str>, ctx: &dyn Context) -> Option<BackendId> {
+    let n = d.backends.len();
+    if n == 0 {
+        return None;
+    }
+    match d.kind {
+        DirectorKind::RoundRobin => {
+            let start = d.next.fetch_add(1, Ordering::Relaxed);
+            (0..n)
+                .map(|i| d.backends[(start + i) % n].0)
+                .find(|b| ctx.healthy(*b))
+        }
+        DirectorKind::Fallback => d.backends.iter().map(|b| b.0).find(|b| ctx.healthy(*b)),
+        DirectorKind::Random | DirectorKind::Hash => {
+            let healthy: Vec<(BackendId, f64)> = d
+                .backends
+                .iter()
+                .copied()
+                .filter(|(b, w)| *w > 0.0 && ctx.healthy(*b))
+                .collect();
+            let total: f64 = healthy.iter().map(|(_, w)| w).sum();
+            if healthy.is_empty() || total <= 0.0 {
+                return None;
+            }
+            let r = match (d.kind, key) {
+                (DirectorKind::Hash, Some(k)) => (fnv1a(k.as_bytes()) % 1_000_000) as f64 / 1_000_000.0,
+                _ => ctx.random(),
+            };
+            let mut x = r * total;
+            for (b, w) in &healthy {
+                if x < *w {
+                    return Some(*b);
+                }
+                x -= w;
+            }
+            healthy.last().map(|(b, _)| *b)
+        }
+    }
+}
+
+fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn querysort_sorts() {
+        assert_eq!(querysort(Cow::Borrowed("/a?b=1&a=2")), "/a?a=2&b=1");
+        assert!(matches!(querysort(Cow::Borrowed("/a?a=1&b=2")), Cow::Borrowed(_)));
+        assert_eq!(querysort(Cow::Borrowed("/a")), "/a");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1.5m"), Some(90.0));
+        assert_eq!(parse_duration("10"), Some(10.0));
+        assert_eq!(parse_duration("x"), None);
+    }
+}

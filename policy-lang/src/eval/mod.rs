@@ -1,0 +1,372 @@
+//! Runs a compiled sub against a [`Context`]. Tree-walking over the resolved
+//! tree: variables are slots, headers pre-parsed names, regexes compiled.
+//! Reads borrow from the context or the program (`Value<'a>`), so tests and
+//! comparisons allocate nothing; strings are built only when a value is
+//! concatenated or written.
+
+mod builtins;
+mod context;
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) mod testing;
+mod value;
+
+pub use context::{Context, Scope, ValueType, Var};
+pub use value::{BackendId, Value};
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::compile::ir::{ArithOp, CmpOp, Expr, Replacement, Ret, Stmt};
+use crate::compile::Program;
+use crate::sub::{Action, Sub};
+
+enum Flow {
+    Next,
+    /// Bare `return;` from a custom sub.
+    Leave,
+    Done(Action),
+}
+
+impl Program {
+    /// Runs `sub`: the user's code, then (if it did not return) the builtin
+    /// VCL's code for that sub, exactly as Varnish appends `builtin.vcl`.
+    pub fn run(&self, sub: Sub, ctx: &mut dyn Context) -> Action {
+        let Some(i) = self.methods[sub.index()] else {
+            return sub.default_action();
+        };
+        match self.exec_block(&self.bodies[i], ctx) {
+            Flow::Done(a) => a,
+            Flow::Next | Flow::Leave => sub.default_action(),
+        }
+    }
+
+    fn exec_block(&self, stmts: &[Stmt], ctx: &mut dyn Context) -> Flow {
+        for s in stmts {
+            match self.exec(s, ctx) {
+                Flow::Next => {}
+                other => return other,
+            }
+        }
+        Flow::Next
+    }
+
+    fn exec(&self, s: &Stmt, ctx: &mut dyn Context) -> Flow {
+        match s {
+            Stmt::SetVar(v, e) => {
+                let val = self.eval(e, &*ctx).into_owned();
+                let val = match (v.value_type(), val) {
+                    (ValueType::Str, Value::Unset) => Value::Str(Cow::Borrowed("")),
+                    (ValueType::Int, Value::Real(r)) => Value::Int(r as i64),
+                    (ValueType::Real, Value::Int(i)) => Value::Real(i as f64),
+                    (_, val) => val,
+                };
+                ctx.set(*v, val);
+            }
+            Stmt::UnsetVar(v) => ctx.unset(*v),
+            Stmt::SetHeader(scope, name, e) => {
+                let s = self.to_string_owned(self.eval(e, &*ctx));
+                ctx.set_header(*scope, name, s);
+            }
+            Stmt::UnsetHeader(scope, name) => ctx.unset_header(*scope, name),
+            Stmt::If(branches, otherwise) => {
+                for (c, body) in branches {
+                    if self.eval(c, &*ctx).truthy() {
+                        return self.exec_block(body, ctx);
+                    }
+                }
+                return self.exec_block(otherwise, ctx);
+            }
+            Stmt::Return(r) => return Flow::Done(self.ret(r, &*ctx)),
+            Stmt::ReturnSub => return Flow::Leave,
+            Stmt::Call(i) => {
+                if let Flow::Done(a) = self.exec_block(&self.bodies[*i], ctx) {
+                    return Flow::Done(a);
+                }
+            }
+            Stmt::HashData(e) => {
+                let s = self.to_string_owned(self.eval(e, &*ctx));
+                ctx.hash_data(&s);
+            }
+            Stmt::Synthetic(e) => {
+                let s = self.to_string_owned(self.eval(e, &*ctx));
+                ctx.synthetic(s);
+            }
+            Stmt::Ban(e) => {
+                let s = self.to_string_owned(self.eval(e, &*ctx));
+                self.do_ban(&s, ctx);
+            }
+            Stmt::Log(e) => {
+                let s = self.to_string_owned(self.eval(e, &*ctx));
+                ctx.log(&s);
+            }
+            Stmt::Collect(scope, name) => {
+                if let Some(v) = ctx.header(*scope, name).map(Cow::into_owned) {
+                    ctx.set_header(*scope, name, v);
+                }
+            }
+            Stmt::Eval(e) => {
+                if let Expr::Call(crate::compile::ir::Func::Ban, args) = e {
+                    if let Some(a) = args.first() {
+                        let s = self.to_string_owned(self.eval(a, &*ctx));
+                        self.do_ban(&s, ctx);
+                    }
+                } else {
+                    let _ = self.eval(e, &*ctx);
+                }
+            }
+            Stmt::Block(b) => return self.exec_block(b, ctx),
+        }
+        Flow::Next
+    }
+
+    fn do_ban(&self, s: &str, ctx: &mut dyn Context) -> bool {
+        match crate::ban::parse_ban(s) {
+            Ok(b) => {
+                ctx.ban(b);
+                true
+            }
+            Err(e) => {
+                let first = e.iter().next().map(|d| d.message.clone()).unwrap_or_default();
+                ctx.log(&format!("ban(\"{s}\") failed: {first}"));
+                false
+            }
+        }
+    }
+
+    fn ret(&self, r: &Ret, ctx: &dyn Context) -> Action {
+        let status = |e: &Expr| -> u16 {
+            match self.eval(e, ctx).as_int() {
+                Some(i) if (100..=999).contains(&i) => i as u16,
+                _ => 503,
+            }
+        };
+        let reason = |e: &Option<Expr>, st: u16| -> Arc<str> {
+            match e {
+                Some(e) => Arc::from(self.to_string_owned(self.eval(e, ctx))),
+                None => Arc::from(crate::check::types::default_reason(st)),
+            }
+        };
+        match r {
+            Ret::Const(a) => a.clone(),
+            Ret::Synth(s, r) => {
+                let status = status(s);
+                Action::Synth {
+                    status,
+                    reason: reason(r, status),
+                }
+            }
+            Ret::Error(s, r) => {
+                let status = status(s);
+                Action::Error {
+                    status,
+                    reason: reason(r, status),
+                }
+            }
+            Ret::Fail(r) => Action::Fail {
+                reason: r
+                    .as_ref()
+                    .map(|e| Arc::from(self.to_string_owned(self.eval(e, ctx)))),
+            },
+        }
+    }
+
+    pub(crate) fn eval<'a>(&'a self, e: &'a Expr, ctx: &'a dyn Context) -> Value<'a> {
+        match e {
+            Expr::Const(v) => match v {
+                Value::Str(s) => Value::Str(Cow::Borrowed(s.as_ref())),
+                other => other.clone(),
+            },
+            Expr::Var(v) => ctx.get(*v),
+            Expr::Header(scope, name) => match ctx.header(*scope, name) {
+                Some(s) => Value::Str(s),
+                None => Value::Unset,
+            },
+            Expr::Concat(parts) => {
+                if let [one] = parts.as_slice() {
+                    let v = self.eval(one, ctx);
+                    return match v {
+                        Value::Str(s) => Value::Str(s),
+                        Value::Unset => Value::Str(Cow::Borrowed("")),
+                        other => Value::Str(Cow::Owned(self.to_string_owned(other))),
+                    };
+                }
+                let mut out = String::new();
+                for p in parts {
+                    let v = self.eval(p, ctx);
+                    self.write(&mut out, &v);
+                }
+                Value::Str(Cow::Owned(out))
+            }
+            Expr::Arith(op, a, b) => {
+                let (a, b) = (self.eval(a, ctx), self.eval(b, ctx));
+                arith(*op, &a, &b).unwrap_or(Value::Unset)
+            }
+            Expr::Neg(a) => match self.eval(a, ctx) {
+                Value::Int(i) => Value::Int(i.wrapping_neg()),
+                Value::Real(r) => Value::Real(-r),
+                Value::Duration(d) => Value::Duration(-d),
+                other => other,
+            },
+            Expr::Cmp(op, a, b) => {
+                let (a, b) = (self.eval(a, ctx), self.eval(b, ctx));
+                Value::Bool(compare(*op, &a, &b))
+            }
+            Expr::Match {
+                subject,
+                regex,
+                negate,
+            } => {
+                let v = self.eval(subject, ctx);
+                let m = regex.is_match(v.as_str().unwrap_or(""));
+                Value::Bool(m != *negate)
+            }
+            Expr::Acl {
+                subject,
+                acl,
+                negate,
+            } => {
+                let m = match self.eval(subject, ctx) {
+                    Value::Ip(ip) => self.acls[*acl].matches(ip),
+                    _ => false,
+                };
+                Value::Bool(m != *negate)
+            }
+            Expr::And(a, b) => {
+                Value::Bool(self.eval(a, ctx).truthy() && self.eval(b, ctx).truthy())
+            }
+            Expr::Or(a, b) => Value::Bool(self.eval(a, ctx).truthy() || self.eval(b, ctx).truthy()),
+            Expr::Not(a) => Value::Bool(!self.eval(a, ctx).truthy()),
+            Expr::Call(f, args) => builtins::call(self, *f, args, ctx),
+            Expr::Regsub {
+                subject,
+                regex,
+                replacement,
+                all,
+            } => {
+                let s = self.eval(subject, ctx);
+                let s = s.as_str().unwrap_or("");
+                let rep: Cow<'_, str> = match replacement {
+                    Replacement::Const(r) => Cow::Borrowed(r.as_str()),
+                    Replacement::Dynamic(e) => {
+                        let v = self.eval(e, ctx);
+                        Cow::Owned(crate::check::convert_replacement(v.as_str().unwrap_or("")))
+                    }
+                };
+                let out = if *all {
+                    regex.replace_all(s, rep.as_ref())
+                } else {
+                    regex.replace(s, rep.as_ref())
+                };
+                Value::Str(Cow::Owned(out.into_owned()))
+            }
+            Expr::Director(d, key) => {
+                let key = key.as_ref().map(|k| self.eval(k, ctx));
+                Value::Backend(builtins::director_pick(
+                    &self.directors[*d],
+                    key.as_ref().and_then(|k| k.as_str()),
+                    ctx,
+                ))
+            }
+        }
+    }
+
+    fn backend_name(&self, b: BackendId) -> String {
+        self.backends
+            .get(b.index())
+            .map(|b| b.name.clone())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn write(&self, out: &mut String, v: &Value<'_>) {
+        value::write_value(out, v, &|b| self.backend_name(b));
+    }
+
+    pub(crate) fn to_string_owned(&self, v: Value<'_>) -> String {
+        match v {
+            Value::Str(s) => s.into_owned(),
+            other => {
+                let mut s = String::new();
+                self.write(&mut s, &other);
+                s
+            }
+        }
+    }
+}
+
+/// Arithmetic on values of checked types.
+pub(crate) fn arith(op: ArithOp, a: &Value<'_>, b: &Value<'_>) -> Option<Value<'static>> {
+    use Value::*;
+    Some(match (op, a, b) {
+        (ArithOp::Add, Int(x), Int(y)) => Int(x.wrapping_add(*y)),
+        (ArithOp::Sub, Int(x), Int(y)) => Int(x.wrapping_sub(*y)),
+        (ArithOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(*y)),
+        (ArithOp::Div, Int(x), Int(y)) => Int(if *y == 0 { 0 } else { x.wrapping_div(*y) }),
+        (ArithOp::Rem, Int(x), Int(y)) => Int(if *y == 0 { 0 } else { x.wrapping_rem(*y) }),
+        (op, Int(_) | Real(_), Int(_) | Real(_)) => {
+            Real(num(op, a.as_real()?, b.as_real()?))
+        }
+        (op @ (ArithOp::Add | ArithOp::Sub), Duration(x), Duration(y)) => Duration(num(op, *x, *y)),
+        (ArithOp::Add, Bytes(x), Bytes(y)) => Bytes(x.saturating_add(*y)),
+        (ArithOp::Sub, Bytes(x), Bytes(y)) => Bytes(x.saturating_sub(*y)),
+        (op @ (ArithOp::Add | ArithOp::Sub), Time(x), Duration(y)) => Time(num(op, *x, *y)),
+        (ArithOp::Sub, Time(x), Time(y)) => Duration(x - y),
+        (op @ (ArithOp::Mul | ArithOp::Div), Duration(x), Int(_) | Real(_)) => {
+            Duration(num(op, *x, b.as_real()?))
+        }
+        (ArithOp::Mul, Int(_) | Real(_), Duration(y)) => Duration(a.as_real()? * y),
+        (op @ (ArithOp::Mul | ArithOp::Div), Bytes(x), Int(_) | Real(_)) => {
+            Bytes(num(op, *x as f64, b.as_real()?).max(0.0) as u64)
+        }
+        _ => return None,
+    })
+}
+
+fn num(op: ArithOp, x: f64, y: f64) -> f64 {
+    let r = match op {
+        ArithOp::Add => x + y,
+        ArithOp::Sub => x - y,
+        ArithOp::Mul => x * y,
+        ArithOp::Div => x / y,
+        ArithOp::Rem => x % y,
+    };
+    if r.is_finite() {
+        r
+    } else {
+        0.0
+    }
+}
+
+/// Comparison of values of checked types; unset strings compare as `""`.
+pub(crate) fn compare(op: CmpOp, a: &Value<'_>, b: &Value<'_>) -> bool {
+    use std::cmp::Ordering;
+    use Value::*;
+    let ord: Option<Ordering> = match (a, b) {
+        (Str(_) | Unset, Str(_) | Unset) => {
+            let x = a.as_str().unwrap_or("");
+            let y = b.as_str().unwrap_or("");
+            Some(x.cmp(y))
+        }
+        (Int(x), Int(y)) => Some(x.cmp(y)),
+        (Int(_) | Real(_), Int(_) | Real(_)) => a
+            .as_real()
+            .zip(b.as_real())
+            .and_then(|(x, y)| x.partial_cmp(&y)),
+        (Duration(x), Duration(y)) | (Time(x), Time(y)) => x.partial_cmp(y),
+        (Bytes(x), Bytes(y)) => Some(x.cmp(y)),
+        (Bool(x), Bool(y)) => Some(x.cmp(y)),
+        (Ip(x), Ip(y)) => Some(x.cmp(y)),
+        (Backend(x), Backend(y)) => Some(x.cmp(y)),
+        _ => None,
+    };
+    let Some(ord) = ord else {
+        return matches!(op, CmpOp::Ne);
+    };
+    match op {
+        CmpOp::Eq => ord == Ordering::Equal,
+        CmpOp::Ne => ord != Ordering::Equal,
+        CmpOp::Lt => ord == Ordering::Less,
+        CmpOp::Gt => ord == Ordering::Greater,
+        CmpOp::Le => ord != Ordering::Greater,
+        CmpOp::Ge => ord != Ordering::Less,
+    }
+}

@@ -1,0 +1,164 @@
+//! Every policy in `examples/policies/` (and the builtin VCL) loads cleanly,
+//! and `default.vcl` behaves exactly like running with no policy.
+
+use std::path::{Path, PathBuf};
+
+use policy_lang::testing::TestContext;
+use policy_lang::{load, load_str, Program, Scope, SourceLoader, Sub, Value, Var, BUILTIN_VCL};
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies")
+}
+
+/// Reads files relative to the including file, as the runtime's loader does.
+struct Fs;
+
+impl SourceLoader for Fs {
+    fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String> {
+        let p = match from.and_then(|f| Path::new(f).parent()) {
+            Some(dir) if !Path::new(path).is_absolute() => dir.join(path),
+            _ => PathBuf::from(path),
+        };
+        let text = std::fs::read_to_string(&p).map_err(|e| e.to_string())?;
+        Ok((p.display().to_string(), text))
+    }
+}
+
+fn example_files() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(examples_dir())
+        .expect("examples/policies exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vcl"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_example_checks_clean() {
+    let files = example_files();
+    assert!(files.len() >= 3);
+    for f in files {
+        let name = f.display().to_string();
+        match load(&name, &Fs) {
+            Ok(p) => {
+                if let Some(w) = p.warnings() {
+                    panic!("{name} has warnings:\n{}", w.render());
+                }
+                assert_eq!(p.sources()[0], name);
+            }
+            Err(d) => panic!("{name} does not load:\n{}", d.render()),
+        }
+    }
+}
+
+#[test]
+fn builtin_vcl_loads_on_its_own() {
+    let p = load_str("builtin.vcl", BUILTIN_VCL);
+    // Loading it as user code duplicates every helper sub: that is the only complaint.
+    let d = p.unwrap_err();
+    assert!(d.iter().all(|d| d.code == policy_lang::Code::Duplicate), "{}", d.render());
+}
+
+#[test]
+fn includes_resolve_relative_to_the_includer() {
+    let dir = std::env::temp_dir().join(format!("policy-lang-inc-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("main.vcl"), "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\ninclude \"sub/recv.vcl\";\n").unwrap();
+    std::fs::write(dir.join("sub/recv.vcl"), "include \"more.vcl\";\nsub vcl_recv { call more; }\n").unwrap();
+    std::fs::write(dir.join("sub/more.vcl"), "sub more { set req.http.X-More = \"1\"; }\n").unwrap();
+    let main = dir.join("main.vcl").display().to_string();
+    let p = load(&main, &Fs).unwrap_or_else(|d| panic!("{}", d.render()));
+    assert_eq!(p.sources().len(), 3);
+    let mut c = TestContext::request("GET", "/");
+    p.run(Sub::Recv, &mut c);
+    assert_eq!(c.get_header(Scope::Req, "x-more").as_deref(), Some("1"));
+
+    // A cycle is reported, not followed.
+    std::fs::write(dir.join("sub/more.vcl"), "include \"recv.vcl\";\nsub more { }\n").unwrap();
+    let d = load(&main, &Fs).unwrap_err();
+    assert!(d.render().contains("includes itself"), "{}", d.render());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn includes_are_refused_without_a_loader() {
+    let d = load_str("x.vcl", "include \"other.vcl\";").unwrap_err();
+    assert!(d.render().contains("cannot include"));
+}
+
+/// What one run did, for comparing two programs.
+fn outcome(p: &Program, sub: Sub, mut c: TestContext) -> String {
+    let a = p.run(sub, &mut c);
+    let mut headers: Vec<String> = c
+        .headers
+        .iter()
+        .flat_map(|(s, v)| v.iter().map(move |(n, x)| format!("{s:?}:{n}={x}")))
+        .collect();
+    headers.sort();
+    let mut vars: Vec<String> = c.vars.iter().map(|(k, v)| format!("{k:?}={v:?}")).collect();
+    vars.sort();
+    format!("{a:?} {headers:?} {vars:?} {:?} {:?} {:?}", c.hash, c.body, c.unset_vars)
+}
+
+#[test]
+fn default_vcl_behaves_like_no_policy() {
+    let none = load_str("none.vcl", "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }").unwrap();
+    let path = examples_dir().join("default.vcl").display().to_string();
+    let default = load(&path, &Fs).unwrap();
+    let s = |x: &str| Value::Str(x.to_string().into());
+
+    let mut cases: Vec<(Sub, TestContext)> = Vec::new();
+    for method in ["GET", "HEAD", "POST", "PUT", "PRI", "BREW", "OPTIONS"] {
+        cases.push((Sub::Recv, TestContext::request(method, "/")));
+    }
+    for (h, v) in [("Cookie", "a=1"), ("Authorization", "Basic x"), ("Host", "EXAMPLE.com")] {
+        cases.push((Sub::Recv, TestContext::request("GET", "/").header(Scope::Req, h, v)));
+    }
+    let mut no_host = TestContext::request("GET", "/");
+    no_host.headers.clear();
+    cases.push((Sub::Recv, no_host.clone()));
+    cases.push((Sub::Recv, no_host.clone().var(Var::ReqProto, s("HTTP/1.0"))));
+    cases.push((Sub::Hash, TestContext::request("GET", "/a?b=c")));
+    cases.push((Sub::Hash, no_host));
+    for sub in [Sub::Hit, Sub::Miss, Sub::Pass, Sub::Deliver, Sub::Purge] {
+        cases.push((sub, TestContext::request("GET", "/")));
+    }
+    cases.push((
+        Sub::Synth,
+        TestContext::request("GET", "/").var(Var::RespStatus, Value::Int(404)).var(Var::RespReason, s("Not Found")),
+    ));
+    for method in ["GET", "POST"] {
+        cases.push((Sub::BackendFetch, TestContext::request(method, "/").to_backend()));
+    }
+    for (ttl, h, v) in [
+        (60.0, "X-None", ""),
+        (0.0, "X-None", ""),
+        (-1.0, "X-None", ""),
+        (60.0, "Set-Cookie", "a=b"),
+        (60.0, "Cache-Control", "no-cache"),
+        (60.0, "Cache-Control", "PRIVATE"),
+        (60.0, "Cache-Control", "public, max-age=60"),
+        (60.0, "Surrogate-Control", "no-store"),
+        (60.0, "Surrogate-Control", "max-age=1"),
+        (60.0, "Vary", "*"),
+        (60.0, "Vary", "Accept-Encoding"),
+        (60.0, "Content-Range", "bytes 0-1/10"),
+    ] {
+        cases.push((Sub::BackendResponse, TestContext::backend_response(200, ttl).header(Scope::Beresp, h, v)));
+    }
+    cases.push((Sub::BackendResponse, TestContext::backend_response(206, 60.0).header(Scope::Beresp, "Content-Range", "bytes 0-1/10")));
+    cases.push((Sub::BackendResponse, TestContext::backend_response(200, 0.0).var(Var::BereqUncacheable, Value::Bool(true))));
+    cases.push((
+        Sub::BackendError,
+        TestContext::backend_response(503, 0.0).var(Var::BerespReason, s("Backend fetch failed")),
+    ));
+    cases.push((Sub::Init, TestContext::new()));
+    cases.push((Sub::Fini, TestContext::new()));
+
+    for (sub, ctx) in cases {
+        let a = outcome(&none, sub, ctx.clone());
+        let b = outcome(&default, sub, ctx);
+        assert_eq!(a, b, "{sub:?} differs");
+    }
+}

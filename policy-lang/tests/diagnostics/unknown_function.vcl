@@ -1,0 +1,6 @@
+vcl 4.1;
+import std;
+
+sub vcl_recv {
+    set req.url = std.tolowr(req.url);
+}

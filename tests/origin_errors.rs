@@ -1,0 +1,100 @@
+//! Origin failures: broken response → 502, nothing listening → 503, too slow → 504, each with a
+//! short body naming the backend; failures are never cached.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use edgecache_runtime::config::BackendTimeouts;
+use support::{get, start_proxy, try_get, unused_port, Origin, OriginReply};
+
+fn assert_names_backend(body: &str, address: &str) {
+    assert!(body.contains("default"), "the body names the backend: {body:?}");
+    assert!(body.contains(address), "the body names the backend's address {address}: {body:?}");
+}
+
+#[tokio::test]
+async fn garbage_from_the_origin_is_502() {
+    let origin = Origin::raw(Bytes::from_static(b"this is not HTTP at all\r\n\r\n")).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    let reply = get(addr, "/broken", &[]).await;
+    assert_eq!(reply.status, 502);
+    assert_names_backend(&reply.text(), &origin.addr.to_string());
+    assert!(origin.requests() >= 1, "the request reached the origin");
+
+    let before = origin.requests();
+    let again = get(addr, "/broken", &[]).await;
+    assert_eq!(again.status, 502);
+    assert_ne!(again.cache(), "HIT", "a 502 is not cached");
+    assert!(origin.requests() > before, "the second request went to the origin again");
+}
+
+#[tokio::test]
+async fn an_origin_closing_mid_body_is_not_a_silently_short_response() {
+    let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nCache-Control: max-age=60\r\n\r\n";
+    let origin = Origin::raw(format!("{head}only ten b")).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    match try_get(addr, "/truncated", &[]).await {
+        Err(_) => {}
+        Ok(reply) => assert!(
+            reply.status == 502,
+            "a truncated origin body must reach the client as an error, got {} with {} bytes",
+            reply.status,
+            reply.body.len()
+        ),
+    }
+    let before = origin.requests();
+    let _ = try_get(addr, "/truncated", &[]).await;
+    assert!(origin.requests() > before, "the truncated object was not stored");
+    assert_eq!(proxy.cache_usage().keys, 0);
+}
+
+#[tokio::test]
+async fn nothing_listening_is_503() {
+    let backend = unused_port().await;
+    let (_proxy, addr) = start_proxy(backend, |_| {}).await;
+    for _ in 0..2 {
+        let reply = get(addr, "/down", &[]).await;
+        assert_eq!(reply.status, 503);
+        assert_names_backend(&reply.text(), &backend.to_string());
+        assert_ne!(reply.cache(), "HIT");
+    }
+}
+
+#[tokio::test]
+async fn no_response_head_in_time_is_504() {
+    // The origin holds its answer far longer than the proxy waits; the test ends on the proxy's
+    // 504, never on this delay.
+    let origin = Origin::fixed(OriginReply::ok("late").cache_control("max-age=60").delay(Duration::from_secs(3600))).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |config| {
+        config.timeouts = BackendTimeouts {
+            connect: Duration::from_millis(500),
+            first_byte: Duration::from_millis(300),
+            between_bytes: Duration::from_millis(300),
+        };
+    })
+    .await;
+    let reply = get(addr, "/late", &[]).await;
+    assert_eq!(reply.status, 504);
+    assert_names_backend(&reply.text(), &origin.addr.to_string());
+    assert_eq!(origin.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_cut_not_hung() {
+    let chunks = vec![(Duration::ZERO, Bytes::from_static(b"first")), (Duration::from_secs(3600), Bytes::from_static(b"never"))];
+    let origin = Origin::fixed(OriginReply::ok("").cache_control("max-age=60").chunks(chunks)).await;
+    let (proxy, addr) = start_proxy(origin.addr, |config| {
+        config.timeouts.between_bytes = Duration::from_millis(300);
+    })
+    .await;
+    // The head was already sent, so the client sees the body end in an error (bounded by
+    // EXCHANGE_LIMIT in the client, which only a hang would reach).
+    let result = try_get(addr, "/stall", &[]).await;
+    let error = result.expect_err("a body the origin stopped sending must not end as complete");
+    assert!(!error.contains("no complete response within"), "the proxy hung instead of timing out: {error}");
+    assert_eq!(proxy.cache_usage().keys, 0, "the partial object was not stored");
+}

@@ -1,0 +1,144 @@
+//! Front-side protocols on one port: HTTP/1.1 keep-alive, HTTP/1.0 (close unless keep-alive is
+//! asked for), and HTTP/2 cleartext with prior knowledge. Each gets a hit on its second request.
+
+mod support;
+
+use std::time::Duration;
+
+use http::Version;
+use support::{start_proxy, Client, H2c, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
+
+async fn cacheable_origin() -> Origin {
+    Origin::fixed(OriginReply::ok("hello, cache").cache_control("max-age=60")).await
+}
+
+#[tokio::test]
+async fn http10_without_keep_alive_is_closed_after_the_response() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    for expected in ["MISS", "HIT"] {
+        let mut conn = RawConn::connect(addr).await;
+        conn.send("GET /ten HTTP/1.0\r\nHost: edgecache.test\r\n\r\n").await;
+        let response = conn.response(false).await;
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body, b"hello, cache");
+        assert_eq!(response.cache(), expected);
+        assert!(
+            !response.header("transfer-encoding").is_some_and(|v| v.contains("chunked")),
+            "no chunked coding for an HTTP/1.0 client"
+        );
+        assert!(conn.closed_by_peer(EXCHANGE_LIMIT).await, "HTTP/1.0 without keep-alive: the connection is closed");
+    }
+    assert_eq!(origin.requests(), 1);
+}
+
+#[tokio::test]
+async fn http10_with_keep_alive_stays_open() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    let mut conn = RawConn::connect(addr).await;
+    for expected in ["MISS", "HIT"] {
+        conn.send("GET /ten-ka HTTP/1.0\r\nHost: edgecache.test\r\nConnection: keep-alive\r\n\r\n").await;
+        let response = conn.response(false).await;
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body, b"hello, cache");
+        assert_eq!(response.cache(), expected);
+        assert!(
+            response.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("keep-alive")),
+            "an HTTP/1.0 client must be told the connection persists: {:?}",
+            response.headers
+        );
+        assert!(response.has_header("content-length"), "a persistent HTTP/1.0 response needs Content-Length");
+    }
+    assert_eq!(origin.requests(), 1);
+    assert!(!conn.closed_by_peer(Duration::from_millis(200)).await, "still open after the second response");
+}
+
+#[tokio::test]
+async fn http11_keeps_the_connection_open() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    let mut conn = RawConn::connect(addr).await;
+    for expected in ["MISS", "HIT", "HIT"] {
+        conn.send(&format!("GET /eleven HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+        let response = conn.response(false).await;
+        assert_eq!(response.version, "HTTP/1.1");
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body, b"hello, cache");
+        assert_eq!(response.cache(), expected);
+    }
+    assert_eq!(origin.requests(), 1);
+
+    // And with the pooled hyper client (same Host, so the same key).
+    let client = Client::new();
+    assert_eq!(client.get(addr, "/eleven", &[]).await.cache(), "HIT");
+}
+
+#[tokio::test]
+async fn http11_connection_close_is_honoured() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let mut conn = RawConn::connect(addr).await;
+    conn.send("GET /close HTTP/1.1\r\nHost: edgecache.test\r\nConnection: close\r\n\r\n").await;
+    let response = conn.response(false).await;
+    assert_eq!(response.status, 200);
+    assert!(conn.closed_by_peer(EXCHANGE_LIMIT).await);
+}
+
+#[tokio::test]
+async fn h2c_prior_knowledge_gets_a_hit() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    let mut h2 = H2c::connect(addr).await;
+    let first = h2.get("/two", &[]).await;
+    assert_eq!(first.version, Version::HTTP_2);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body, "hello, cache");
+    assert_eq!(first.cache(), "MISS");
+    let second = h2.get("/two", &[]).await;
+    assert_eq!(second.version, Version::HTTP_2);
+    assert_eq!(second.cache(), "HIT");
+    assert_eq!(second.body, "hello, cache");
+    assert!(second.age().is_some());
+    assert_eq!(origin.requests(), 1);
+
+    // The origin got a proper HTTP/1.1 request with a Host taken from :authority.
+    let seen = origin.last();
+    assert_eq!(seen.version, Version::HTTP_11);
+    assert_eq!(seen.header("host"), Some(addr.to_string().as_str()));
+    assert!(seen.header("via").is_some_and(|via| via.contains("edgecache")));
+}
+
+#[tokio::test]
+async fn h2c_streams_are_multiplexed_and_coalesced() {
+    let reply = OriginReply::ok("slow").cache_control("max-age=60").delay(Duration::from_millis(200));
+    let origin = Origin::fixed(reply).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    let h2 = H2c::connect(addr).await;
+    let mut connections: Vec<H2c> = Vec::new();
+    for _ in 0..10 {
+        connections.push(h2.clone_stream());
+    }
+    let replies = futures_util::future::join_all(connections.iter_mut().map(|c| c.get("/two-slow", &[]))).await;
+    for reply in &replies {
+        assert_eq!(reply.version, Version::HTTP_2);
+        assert_eq!(reply.body, "slow");
+    }
+    assert_eq!(origin.requests(), 1, "ten streams on one connection, one origin fetch");
+}
+
+#[tokio::test]
+async fn http1_and_h2_share_the_cache() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    // hyper's HTTP/1.1 client sends Host: 127.0.0.1:port, the h2 client the same :authority.
+    assert_eq!(Client::new().get(addr, "/both", &[]).await.cache(), "MISS");
+    let mut h2 = H2c::connect(addr).await;
+    assert_eq!(h2.get("/both", &[]).await.cache(), "HIT");
+    assert_eq!(origin.requests(), 1);
+}
