@@ -73,6 +73,19 @@ struct ServeArgs {
     /// Store responses that set cookies (Varnish's builtin VCL does not).
     #[arg(long)]
     store_set_cookie: bool,
+    /// How long past freshness an object may be served when the origin fails. Default 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    grace: Option<Duration>,
+    /// How long objects with validators are kept past freshness for revalidation. Default 10m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    keep: Option<Duration>,
+    /// Ignore the request's Cache-Control and Pragma (clients cannot force refreshes).
+    #[arg(long)]
+    ignore_request_cache_control: bool,
+    /// Targeted cache-control field (RFC 9213) that overrides Cache-Control here and is not
+    /// forwarded; "" disables. Default CDN-Cache-Control.
+    #[arg(long, value_name = "NAME")]
+    targeted_cache_control: Option<String>,
     /// Access log format.
     #[arg(long, value_enum)]
     log_format: Option<LogFormatArg>,
@@ -106,6 +119,21 @@ impl ServeArgs {
         set(&mut config.purge_allow, self.purge_allow);
         set(&mut config.cache_status_header, self.cache_status_header);
         config.store_set_cookie |= self.store_set_cookie;
+        set(&mut config.grace, self.grace);
+        set(&mut config.keep, self.keep);
+        config.ignore_request_cache_control |= self.ignore_request_cache_control;
+        if let Some(name) = self.targeted_cache_control {
+            config.targeted_cache_control = match name.as_str() {
+                "" => None,
+                name => Some(name.parse().map_err(|_| {
+                    ConfigError::new(
+                        "--targeted-cache-control",
+                        format!("`{name}` is not a header name"),
+                        "a field name such as CDN-Cache-Control, or \"\" to disable",
+                    )
+                })?),
+            };
+        }
         set(
             &mut config.log_format,
             self.log_format.map(|format| match format {

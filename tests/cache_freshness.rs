@@ -41,13 +41,21 @@ async fn s_maxage_beats_max_age() {
     get(addr, "/shared-long", &[]).await;
     let second = get(addr, "/shared-long", &[]).await;
     assert_eq!(second.cache(), "HIT");
-    assert_eq!(origin.requests_for("/shared-long"), 1, "s-maxage=60 made it reusable despite max-age=0");
+    assert_eq!(
+        origin.requests_for("/shared-long"),
+        1,
+        "s-maxage=60 made it reusable despite max-age=0"
+    );
 
     get(addr, "/shared-zero", &[]).await;
     let second = get(addr, "/shared-zero", &[]).await;
     assert_ne!(second.cache(), "HIT");
     assert_eq!(second.body, "b");
-    assert_eq!(origin.requests_for("/shared-zero"), 2, "s-maxage=0 made it stale despite max-age=60");
+    assert_eq!(
+        origin.requests_for("/shared-zero"),
+        2,
+        "s-maxage=0 made it stale despite max-age=60"
+    );
 }
 
 #[tokio::test]
@@ -55,9 +63,13 @@ async fn expires_minus_date() {
     let origin = Origin::start(|request| {
         let date = http_date_from_now(0);
         match request.uri().path() {
-            "/expires-later" => OriginReply::ok("e").header("date", &date).header("expires", http_date_from_now(60)),
+            "/expires-later" => OriginReply::ok("e")
+                .header("date", &date)
+                .header("expires", http_date_from_now(60)),
             // Expires equal to Date: lifetime 0, never reused.
-            "/expires-now" => OriginReply::ok("n").header("date", &date).header("expires", &date),
+            "/expires-now" => OriginReply::ok("n")
+                .header("date", &date)
+                .header("expires", &date),
             // An invalid Expires means "already expired" (§5.3).
             "/expires-invalid" => OriginReply::ok("i").header("date", &date).header("expires", "0"),
             _ => OriginReply::with_status(404, ""),
@@ -114,7 +126,8 @@ async fn heuristic_from_last_modified() {
 #[tokio::test]
 async fn default_ttl_applies_to_responses_without_freshness_information() {
     let origin = Origin::fixed(OriginReply::ok("plain")).await;
-    let (_proxy, addr) = start_proxy(origin.addr, |config| config.default_ttl = Duration::from_secs(60)).await;
+    let (_proxy, addr) =
+        start_proxy(origin.addr, |config| config.default_ttl = Duration::from_secs(60)).await;
 
     assert_eq!(get(addr, "/plain", &[]).await.cache(), "MISS");
     let second = get(addr, "/plain", &[]).await;
@@ -141,9 +154,13 @@ async fn no_freshness_information_is_not_reused_by_default() {
 #[tokio::test]
 async fn received_age_counts() {
     let origin = Origin::start(|request| match request.uri().path() {
-        "/aged" => OriginReply::ok("aged").cache_control("max-age=100").header("age", "30"),
+        "/aged" => OriginReply::ok("aged")
+            .cache_control("max-age=100")
+            .header("age", "30"),
         // Already older than its lifetime when it arrives: not reusable.
-        "/too-old" => OriginReply::ok("old").cache_control("max-age=10").header("age", "20"),
+        "/too-old" => OriginReply::ok("old")
+            .cache_control("max-age=10")
+            .header("age", "20"),
         _ => OriginReply::with_status(404, ""),
     })
     .await;
@@ -169,14 +186,20 @@ async fn received_age_counts() {
 async fn origin_date_is_kept_and_apparent_age_counts() {
     // The origin's clock says the response is 5 s old (§4.2.3 apparent_age).
     let date = http_date_from_now(-5);
-    let reply = OriginReply::ok("dated").cache_control("max-age=60").header("date", &date);
+    let reply = OriginReply::ok("dated")
+        .cache_control("max-age=60")
+        .header("date", &date);
     let origin = Origin::fixed(reply).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
     get(addr, "/dated", &[]).await;
     let second = get(addr, "/dated", &[]).await;
     assert_eq!(second.cache(), "HIT");
-    assert_eq!(second.header("date"), Some(date.as_str()), "the origin's Date is kept");
+    assert_eq!(
+        second.header("date"),
+        Some(date.as_str()),
+        "the origin's Date is kept"
+    );
     let age = second.age().expect("Age");
     assert!((5..60).contains(&age), "Age {age} includes the apparent age");
     assert_eq!(origin.requests(), 1);
@@ -188,7 +211,12 @@ async fn origin_date_is_kept_and_apparent_age_counts() {
 /// offset of `Date`, so the test waits just over 1 s once.
 #[tokio::test]
 async fn expired_object_is_fetched_again() {
-    let origin = Origin::fixed(OriginReply::ok("short").cache_control("max-age=2").header("age", "1")).await;
+    let origin = Origin::fixed(
+        OriginReply::ok("short")
+            .cache_control("max-age=2")
+            .header("age", "1"),
+    )
+    .await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
     assert_eq!(get(addr, "/short", &[]).await.cache(), "MISS");
@@ -199,6 +227,10 @@ async fn expired_object_is_fetched_again() {
     let after = get(addr, "/short", &[]).await;
     assert_eq!(after.cache(), "MISS", "expired after its 2 s lifetime");
     assert_eq!(origin.requests(), 2);
-    assert_eq!(get(addr, "/short", &[]).await.cache(), "HIT", "the refetched object is stored again");
+    assert_eq!(
+        get(addr, "/short", &[]).await.cache(),
+        "HIT",
+        "the refetched object is stored again"
+    );
     assert_eq!(origin.requests(), 2);
 }

@@ -7,12 +7,21 @@ use bytes::Bytes;
 use support::{get, send, start_proxy, Origin, OriginReply};
 
 /// Three GETs of `path`; each must reach the origin and none may be a hit.
-async fn assert_never_reused(origin: &Origin, addr: std::net::SocketAddr, path: &str, headers: support::Headers<'_>) {
+async fn assert_never_reused(
+    origin: &Origin,
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: support::Headers<'_>,
+) {
     for round in 1..=3 {
         let reply = get(addr, path, headers).await;
         assert_eq!(reply.status, 200, "{path} round {round}");
         assert_ne!(reply.cache(), "HIT", "{path} round {round}");
-        assert_eq!(origin.requests_for(path), round, "{path}: request {round} reached the origin");
+        assert_eq!(
+            origin.requests_for(path),
+            round,
+            "{path}: request {round} reached the origin"
+        );
     }
 }
 
@@ -35,7 +44,10 @@ async fn private_is_not_stored_by_a_shared_cache() {
 #[tokio::test]
 async fn requests_with_authorization_are_not_served_from_cache() {
     let origin = Origin::start(|request| {
-        let who = request.headers().get("authorization").map_or("anonymous", |v| v.to_str().unwrap());
+        let who = request
+            .headers()
+            .get("authorization")
+            .map_or("anonymous", |v| v.to_str().unwrap());
         OriginReply::ok(format!("for {who}")).cache_control("max-age=60")
     })
     .await;
@@ -45,7 +57,10 @@ async fn requests_with_authorization_are_not_served_from_cache() {
     assert_eq!(alice.body, "for Basic YWxpY2U6eA==");
     assert_eq!(alice.cache(), "PASS");
     let bob = get(addr, "/account", &[("authorization", "Basic Ym9iOng=")]).await;
-    assert_eq!(bob.body, "for Basic Ym9iOng=", "bob must not get alice's response");
+    assert_eq!(
+        bob.body, "for Basic Ym9iOng=",
+        "bob must not get alice's response"
+    );
     assert_eq!(bob.cache(), "PASS");
     assert_eq!(origin.requests_for("/account"), 2);
     assert_eq!(
@@ -71,13 +86,19 @@ async fn requests_with_cookie_are_passed() {
 
 #[tokio::test]
 async fn set_cookie_responses_are_not_stored_by_default() {
-    let reply = OriginReply::ok("x").cache_control("max-age=60").header("set-cookie", "session=abc");
+    let reply = OriginReply::ok("x")
+        .cache_control("max-age=60")
+        .header("set-cookie", "session=abc");
     let origin = Origin::fixed(reply).await;
     let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
     for round in 1..=3 {
         let reply = get(addr, "/set-cookie", &[]).await;
         assert_ne!(reply.cache(), "HIT", "round {round}");
-        assert_eq!(reply.header("set-cookie"), Some("session=abc"), "the cookie reaches its client");
+        assert_eq!(
+            reply.header("set-cookie"),
+            Some("session=abc"),
+            "the cookie reaches its client"
+        );
         assert_eq!(origin.requests(), round);
     }
     assert_eq!(proxy.cache_usage().keys, 0);
@@ -85,7 +106,9 @@ async fn set_cookie_responses_are_not_stored_by_default() {
 
 #[tokio::test]
 async fn set_cookie_responses_are_stored_when_configured() {
-    let reply = OriginReply::ok("x").cache_control("max-age=60").header("set-cookie", "theme=dark");
+    let reply = OriginReply::ok("x")
+        .cache_control("max-age=60")
+        .header("set-cookie", "theme=dark");
     let origin = Origin::fixed(reply).await;
     let (_proxy, addr) = start_proxy(origin.addr, |config| config.store_set_cookie = true).await;
     get(addr, "/set-cookie", &[]).await;
@@ -98,7 +121,14 @@ async fn post_is_passed_with_its_body() {
     let origin = Origin::fixed(OriginReply::ok("posted").cache_control("max-age=60")).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
     for round in 1..=2 {
-        let reply = send("POST", addr, "/form", &[("content-type", "text/plain")], Bytes::from_static(b"a=1")).await;
+        let reply = send(
+            "POST",
+            addr,
+            "/form",
+            &[("content-type", "text/plain")],
+            Bytes::from_static(b"a=1"),
+        )
+        .await;
         assert_eq!(reply.status, 200);
         assert_eq!(reply.cache(), "PASS");
         assert_eq!(origin.requests(), round);

@@ -7,7 +7,10 @@ use support::{get, start_proxy, Origin, OriginReply};
 
 fn by_language() -> impl Fn(&http::Request<bytes::Bytes>) -> OriginReply + Send + Sync + 'static {
     |request| {
-        let language = request.headers().get("accept-language").map_or("none", |v| v.to_str().unwrap());
+        let language = request
+            .headers()
+            .get("accept-language")
+            .map_or("none", |v| v.to_str().unwrap());
         OriginReply::ok(format!("in {language}"))
             .cache_control("max-age=60")
             .header("vary", "Accept-Language")
@@ -22,7 +25,11 @@ async fn each_accept_language_gets_its_variant() {
     let en = get(addr, "/page", &[("accept-language", "en")]).await;
     assert_eq!((en.cache(), en.text().as_str()), ("MISS", "in en"));
     let fr = get(addr, "/page", &[("accept-language", "fr")]).await;
-    assert_eq!((fr.cache(), fr.text().as_str()), ("MISS", "in fr"), "a different variant is not a hit");
+    assert_eq!(
+        (fr.cache(), fr.text().as_str()),
+        ("MISS", "in fr"),
+        "a different variant is not a hit"
+    );
     assert_eq!(origin.requests(), 2, "two values, two origin fetches");
 
     let en = get(addr, "/page", &[("accept-language", "en")]).await;
@@ -41,7 +48,11 @@ async fn a_request_without_the_header_is_its_own_variant() {
 
     get(addr, "/page", &[("accept-language", "en")]).await;
     let none = get(addr, "/page", &[]).await;
-    assert_eq!(none.text(), "in none", "the en variant must not answer a request without Accept-Language");
+    assert_eq!(
+        none.text(),
+        "in none",
+        "the en variant must not answer a request without Accept-Language"
+    );
     assert_eq!(origin.requests(), 2);
     let none = get(addr, "/page", &[]).await;
     assert_eq!((none.cache(), none.text().as_str()), ("HIT", "in none"));
@@ -50,7 +61,12 @@ async fn a_request_without_the_header_is_its_own_variant() {
 
 #[tokio::test]
 async fn vary_star_never_matches() {
-    let origin = Origin::fixed(OriginReply::ok("star").cache_control("max-age=60").header("vary", "*")).await;
+    let origin = Origin::fixed(
+        OriginReply::ok("star")
+            .cache_control("max-age=60")
+            .header("vary", "*"),
+    )
+    .await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
     for round in 1..=3 {
         let reply = get(addr, "/star", &[]).await;

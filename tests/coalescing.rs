@@ -14,13 +14,19 @@ use tokio::sync::Notify;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hundred_concurrent_misses_make_one_origin_request() {
     // The delay keeps the first fetch in flight while the other 99 arrive.
-    let reply = OriginReply::ok("the one body").cache_control("max-age=60").delay(Duration::from_millis(300));
+    let reply = OriginReply::ok("the one body")
+        .cache_control("max-age=60")
+        .delay(Duration::from_millis(300));
     let origin = Origin::fixed(reply).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
     let replies = concurrently(100, |_| get(addr, "/slow", &[])).await;
 
-    assert_eq!(origin.requests(), 1, "exactly one origin request for 100 concurrent misses");
+    assert_eq!(
+        origin.requests(),
+        1,
+        "exactly one origin request for 100 concurrent misses"
+    );
     for (i, reply) in replies.iter().enumerate() {
         assert_eq!(reply.status, 200, "request {i}");
         assert_eq!(reply.body, "the one body", "request {i}");
@@ -33,7 +39,9 @@ async fn a_hundred_concurrent_misses_make_one_origin_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiters_read_a_streaming_body() {
     // The body trickles in; waiters join while it streams and all get all of it.
-    let chunks = (0..4).map(|i| (Duration::from_millis(50), Bytes::from(format!("part{i};")))).collect();
+    let chunks = (0..4)
+        .map(|i| (Duration::from_millis(50), Bytes::from(format!("part{i};"))))
+        .collect();
     let reply = OriginReply::ok("").cache_control("max-age=60").chunks(chunks);
     let origin = Origin::fixed(reply).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
@@ -52,20 +60,28 @@ async fn a_client_going_away_does_not_abort_the_fetch_for_the_others() {
     let signal = arrived.clone();
     let origin = Origin::start(move |_| {
         signal.notify_one();
-        let chunks = (0..3).map(|i| (Duration::from_millis(100), Bytes::from(format!("c{i}")))).collect();
-        OriginReply::ok("").cache_control("max-age=60").chunks(chunks).delay(Duration::from_millis(100))
+        let chunks = (0..3)
+            .map(|i| (Duration::from_millis(100), Bytes::from(format!("c{i}"))))
+            .collect();
+        OriginReply::ok("")
+            .cache_control("max-age=60")
+            .chunks(chunks)
+            .delay(Duration::from_millis(100))
     })
     .await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
     // The leader's client asks, and hangs up once its request is at the origin.
     let mut leader = RawConn::connect(addr).await;
-    leader.send("GET /abandoned HTTP/1.1\r\nHost: edgecache.test\r\n\r\n").await;
+    leader
+        .send("GET /abandoned HTTP/1.1\r\nHost: edgecache.test\r\n\r\n")
+        .await;
     arrived.notified().await;
     // The waiter joins the fetch in flight (the origin holds the head for 100 ms more).
     let waiter = tokio::spawn(async move {
         let mut conn = RawConn::connect(addr).await;
-        conn.send("GET /abandoned HTTP/1.1\r\nHost: edgecache.test\r\n\r\n").await;
+        conn.send("GET /abandoned HTTP/1.1\r\nHost: edgecache.test\r\n\r\n")
+            .await;
         conn.response(false).await
     });
     drop(leader);
@@ -73,10 +89,20 @@ async fn a_client_going_away_does_not_abort_the_fetch_for_the_others() {
     let waiter = waiter.await.expect("waiter task");
     assert_eq!(waiter.status, 200);
     assert_eq!(waiter.body, b"c0c1c2");
-    assert_eq!(origin.requests(), 1, "the waiter was served by the abandoned leader's fetch");
+    assert_eq!(
+        origin.requests(),
+        1,
+        "the waiter was served by the abandoned leader's fetch"
+    );
     let mut again = RawConn::connect(addr).await;
-    again.send("GET /abandoned HTTP/1.1\r\nHost: edgecache.test\r\n\r\n").await;
-    assert_eq!(again.response(false).await.cache(), "HIT", "the abandoned fetch filled the cache");
+    again
+        .send("GET /abandoned HTTP/1.1\r\nHost: edgecache.test\r\n\r\n")
+        .await;
+    assert_eq!(
+        again.response(false).await.cache(),
+        "HIT",
+        "the abandoned fetch filled the cache"
+    );
     assert_eq!(origin.requests(), 1);
 }
 
@@ -97,14 +123,20 @@ async fn waiters_on_an_uncacheable_response_go_to_the_origin_themselves() {
     let mut bodies: Vec<_> = replies.iter().map(|r| r.text()).collect();
     bodies.sort();
     bodies.dedup();
-    assert_eq!(bodies.len(), 10, "nobody was handed another request's uncacheable response: {bodies:?}");
+    assert_eq!(
+        bodies.len(),
+        10,
+        "nobody was handed another request's uncacheable response: {bodies:?}"
+    );
     assert!(replies.iter().all(|r| r.status == 200 && r.cache() != "HIT"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hit_for_pass_requests_reach_the_origin_concurrently() {
     const N: usize = 10;
-    let reply = OriginReply::ok("uncacheable").cache_control("private").delay(Duration::from_millis(300));
+    let reply = OriginReply::ok("uncacheable")
+        .cache_control("private")
+        .delay(Duration::from_millis(300));
     let origin = Origin::fixed(reply).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
@@ -116,7 +148,11 @@ async fn hit_for_pass_requests_reach_the_origin_concurrently() {
     let replies = concurrently(N, |_| get(addr, "/hfp", &[])).await;
     assert_eq!(origin.requests(), N + 1);
     assert!(replies.iter().all(|r| r.status == 200 && r.body == "uncacheable"));
-    assert!(replies.iter().all(|r| r.cache() == "PASS"), "{:?}", replies.iter().map(|r| r.cache()).collect::<Vec<_>>());
+    assert!(
+        replies.iter().all(|r| r.cache() == "PASS"),
+        "{:?}",
+        replies.iter().map(|r| r.cache()).collect::<Vec<_>>()
+    );
     assert_eq!(
         origin.max_in_flight(),
         N,

@@ -17,13 +17,31 @@ const HOP_BY_HOP_REQUEST: &str = "Connection: keep-alive, X-Secret\r\n\
     X-End-To-End: kept\r\n";
 
 fn assert_request_cleaned(seen: &Seen) {
-    for name in ["x-secret", "keep-alive", "proxy-connection", "proxy-authorization", "te", "upgrade"] {
-        assert!(seen.header(name).is_none(), "{name} reached the origin: {:?}", seen.headers);
+    for name in [
+        "x-secret",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "upgrade",
+    ] {
+        assert!(
+            seen.header(name).is_none(),
+            "{name} reached the origin: {:?}",
+            seen.headers
+        );
     }
     if let Some(connection) = seen.header("connection") {
-        assert!(!connection.to_ascii_lowercase().contains("x-secret"), "client's Connection forwarded: {connection}");
+        assert!(
+            !connection.to_ascii_lowercase().contains("x-secret"),
+            "client's Connection forwarded: {connection}"
+        );
     }
-    assert_eq!(seen.header("x-end-to-end"), Some("kept"), "end-to-end fields are forwarded");
+    assert_eq!(
+        seen.header("x-end-to-end"),
+        Some("kept"),
+        "end-to-end fields are forwarded"
+    );
     assert_eq!(seen.header("host"), Some("edgecache.test"), "Host is kept");
     let via = seen.header("via").expect("Via added");
     assert!(via.contains("edgecache"), "Via: {via}");
@@ -37,7 +55,10 @@ async fn hop_by_hop_request_fields_are_not_forwarded_on_a_miss() {
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
     let mut conn = RawConn::connect(addr).await;
-    conn.send(&format!("GET /hop HTTP/1.1\r\nHost: edgecache.test\r\n{HOP_BY_HOP_REQUEST}\r\n")).await;
+    conn.send(&format!(
+        "GET /hop HTTP/1.1\r\nHost: edgecache.test\r\n{HOP_BY_HOP_REQUEST}\r\n"
+    ))
+    .await;
     let response = conn.response(false).await;
     assert_eq!(response.status, 200);
     assert_eq!(response.cache(), "MISS");
@@ -67,12 +88,25 @@ async fn hop_by_hop_request_fields_are_not_forwarded_on_a_pass() {
 async fn forwarded_for_is_appended_to() {
     let origin = Origin::fixed(OriginReply::ok("ok")).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    get(addr, "/xff", &[("x-forwarded-for", "10.0.0.1"), ("via", "1.1 upstream")]).await;
+    get(
+        addr,
+        "/xff",
+        &[("x-forwarded-for", "10.0.0.1"), ("via", "1.1 upstream")],
+    )
+    .await;
     let seen = origin.last();
     assert_eq!(seen.header("x-forwarded-for"), Some("10.0.0.1, 127.0.0.1"));
-    let vias: Vec<_> = seen.headers.get_all("via").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+    let vias: Vec<_> = seen
+        .headers
+        .get_all("via")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
     let joined = vias.join(", ");
-    assert!(joined.starts_with("1.1 upstream"), "earlier Via entries kept first: {joined}");
+    assert!(
+        joined.starts_with("1.1 upstream"),
+        "earlier Via entries kept first: {joined}"
+    );
     assert!(joined.ends_with("edgecache"), "edgecache appended last: {joined}");
 }
 
@@ -89,13 +123,30 @@ fn origin_with_hop_by_hop_response(cache_control: &str) -> OriginReply {
 fn assert_response_cleaned(reply: &support::Reply, what: &str) {
     assert_eq!(reply.status, 200, "{what}");
     for name in ["x-origin-secret", "keep-alive", "proxy-authenticate"] {
-        assert!(reply.header(name).is_none(), "{what}: {name} reached the client: {:?}", reply.headers);
+        assert!(
+            reply.header(name).is_none(),
+            "{what}: {name} reached the client: {:?}",
+            reply.headers
+        );
     }
     if let Some(connection) = reply.header("connection") {
-        assert!(!connection.to_ascii_lowercase().contains("x-origin-secret"), "{what}: origin's Connection forwarded");
+        assert!(
+            !connection.to_ascii_lowercase().contains("x-origin-secret"),
+            "{what}: origin's Connection forwarded"
+        );
     }
-    assert_eq!(reply.header("x-kept"), Some("yes"), "{what}: end-to-end fields are delivered");
-    let via = reply.headers.get_all("via").iter().map(|v| v.to_str().unwrap()).collect::<Vec<_>>().join(", ");
+    assert_eq!(
+        reply.header("x-kept"),
+        Some("yes"),
+        "{what}: end-to-end fields are delivered"
+    );
+    let via = reply
+        .headers
+        .get_all("via")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect::<Vec<_>>()
+        .join(", ");
     assert!(via.contains("edgecache"), "{what}: Via on the response: {via:?}");
     assert_eq!(reply.body, "payload", "{what}");
 }
@@ -149,9 +200,22 @@ async fn uncached_responses_are_transparent() {
     for name in ["content-type", "etag", "cache-control", "link", "content-length"] {
         assert_eq!(proxied.header(name), direct.header(name), "{name}");
     }
-    let multi = |r: &support::Reply| r.headers.get_all("x-multi").iter().map(|v| v.as_bytes().to_vec()).collect::<Vec<_>>();
-    assert_eq!(multi(&proxied), multi(&direct), "repeated fields keep their order");
+    let multi = |r: &support::Reply| {
+        r.headers
+            .get_all("x-multi")
+            .iter()
+            .map(|v| v.as_bytes().to_vec())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        multi(&proxied),
+        multi(&direct),
+        "repeated fields keep their order"
+    );
     let seen = origin.log();
-    assert_eq!(seen[0].target, seen[1].target, "the request target reaches the origin unchanged");
+    assert_eq!(
+        seen[0].target, seen[1].target,
+        "the request target reaches the origin unchanged"
+    );
     assert_eq!(seen[1].header("accept"), Some("application/json"));
 }

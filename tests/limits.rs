@@ -11,7 +11,10 @@ use support::{get, start_proxy, Client, Origin, OriginReply};
 const KIB: u64 = 1024;
 
 fn big_body(len: usize) -> Bytes {
-    (0..len).map(|i| b"0123456789abcdef"[i % 16]).collect::<Vec<u8>>().into()
+    (0..len)
+        .map(|i| b"0123456789abcdef"[i % 16])
+        .collect::<Vec<u8>>()
+        .into()
 }
 
 #[tokio::test]
@@ -26,7 +29,11 @@ async fn objects_over_max_object_size_stream_through_unstored() {
         assert_eq!(reply.body.len(), body.len(), "round {round}: full body delivered");
         assert!(reply.body == body, "round {round}: body intact");
         assert_ne!(reply.cache(), "HIT", "round {round}");
-        assert_eq!(origin.requests(), round, "round {round}: too large to store, so fetched again");
+        assert_eq!(
+            origin.requests(),
+            round,
+            "round {round}: too large to store, so fetched again"
+        );
     }
     assert_eq!(proxy.cache_usage().keys, 0);
 }
@@ -35,7 +42,9 @@ async fn objects_over_max_object_size_stream_through_unstored() {
 async fn objects_over_max_object_size_without_length_stream_through_unstored() {
     // No Content-Length: the proxy only finds out while streaming.
     let chunk = big_body(8 * 1024);
-    let chunks = (0..8).map(|_| (Duration::ZERO, chunk.clone())).collect::<Vec<_>>();
+    let chunks = (0..8)
+        .map(|_| (Duration::ZERO, chunk.clone()))
+        .collect::<Vec<_>>();
     let origin = Origin::fixed(OriginReply::ok("").cache_control("max-age=60").chunks(chunks)).await;
     let (proxy, addr) = start_proxy(origin.addr, |config| config.max_object_size = 16 * KIB).await;
 
@@ -78,14 +87,23 @@ async fn the_store_stays_within_cache_size() {
         assert_eq!(reply.status, 200);
         assert_eq!(reply.body.len(), 4 * 1024);
         let usage = proxy.cache_usage();
-        assert!(usage.bytes <= CACHE_SIZE, "after object {i}: {usage:?} over {CACHE_SIZE}");
+        assert!(
+            usage.bytes <= CACHE_SIZE,
+            "after object {i}: {usage:?} over {CACHE_SIZE}"
+        );
         peak = peak.max(usage.bytes);
     }
     assert_eq!(origin.requests(), 100);
     let usage = proxy.cache_usage();
     assert!(usage.bytes <= CACHE_SIZE, "{usage:?}");
-    assert!(usage.keys < 100, "400 KiB of objects cannot all fit in 64 KiB: {usage:?}");
-    assert!(peak > CACHE_SIZE / 2, "the store was actually used (peak {peak} bytes)");
+    assert!(
+        usage.keys < 100,
+        "400 KiB of objects cannot all fit in 64 KiB: {usage:?}"
+    );
+    assert!(
+        peak > CACHE_SIZE / 2,
+        "the store was actually used (peak {peak} bytes)"
+    );
     // Each stored object weighs at least its body.
     assert!(usage.bytes >= usage.keys * 4 * KIB, "{usage:?}");
 }

@@ -11,7 +11,10 @@ use support::{get, start_proxy, try_get, unused_port, Origin, OriginReply};
 
 fn assert_names_backend(body: &str, address: &str) {
     assert!(body.contains("default"), "the body names the backend: {body:?}");
-    assert!(body.contains(address), "the body names the backend's address {address}: {body:?}");
+    assert!(
+        body.contains(address),
+        "the body names the backend's address {address}: {body:?}"
+    );
 }
 
 #[tokio::test]
@@ -28,7 +31,10 @@ async fn garbage_from_the_origin_is_502() {
     let again = get(addr, "/broken", &[]).await;
     assert_eq!(again.status, 502);
     assert_ne!(again.cache(), "HIT", "a 502 is not cached");
-    assert!(origin.requests() > before, "the second request went to the origin again");
+    assert!(
+        origin.requests() > before,
+        "the second request went to the origin again"
+    );
 }
 
 #[tokio::test]
@@ -68,7 +74,12 @@ async fn nothing_listening_is_503() {
 async fn no_response_head_in_time_is_504() {
     // The origin holds its answer far longer than the proxy waits; the test ends on the proxy's
     // 504, never on this delay.
-    let origin = Origin::fixed(OriginReply::ok("late").cache_control("max-age=60").delay(Duration::from_secs(3600))).await;
+    let origin = Origin::fixed(
+        OriginReply::ok("late")
+            .cache_control("max-age=60")
+            .delay(Duration::from_secs(3600)),
+    )
+    .await;
     let (_proxy, addr) = start_proxy(origin.addr, |config| {
         config.timeouts = BackendTimeouts {
             connect: Duration::from_millis(500),
@@ -85,7 +96,10 @@ async fn no_response_head_in_time_is_504() {
 
 #[tokio::test]
 async fn a_stalled_body_is_cut_not_hung() {
-    let chunks = vec![(Duration::ZERO, Bytes::from_static(b"first")), (Duration::from_secs(3600), Bytes::from_static(b"never"))];
+    let chunks = vec![
+        (Duration::ZERO, Bytes::from_static(b"first")),
+        (Duration::from_secs(3600), Bytes::from_static(b"never")),
+    ];
     let origin = Origin::fixed(OriginReply::ok("").cache_control("max-age=60").chunks(chunks)).await;
     let (proxy, addr) = start_proxy(origin.addr, |config| {
         config.timeouts.between_bytes = Duration::from_millis(300);
@@ -95,6 +109,9 @@ async fn a_stalled_body_is_cut_not_hung() {
     // EXCHANGE_LIMIT in the client, which only a hang would reach).
     let result = try_get(addr, "/stall", &[]).await;
     let error = result.expect_err("a body the origin stopped sending must not end as complete");
-    assert!(!error.contains("no complete response within"), "the proxy hung instead of timing out: {error}");
+    assert!(
+        !error.contains("no complete response within"),
+        "the proxy hung instead of timing out: {error}"
+    );
     assert_eq!(proxy.cache_usage().keys, 0, "the partial object was not stored");
 }

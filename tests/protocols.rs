@@ -19,16 +19,22 @@ async fn http10_without_keep_alive_is_closed_after_the_response() {
 
     for expected in ["MISS", "HIT"] {
         let mut conn = RawConn::connect(addr).await;
-        conn.send("GET /ten HTTP/1.0\r\nHost: edgecache.test\r\n\r\n").await;
+        conn.send("GET /ten HTTP/1.0\r\nHost: edgecache.test\r\n\r\n")
+            .await;
         let response = conn.response(false).await;
         assert_eq!(response.status, 200);
         assert_eq!(response.body, b"hello, cache");
         assert_eq!(response.cache(), expected);
         assert!(
-            !response.header("transfer-encoding").is_some_and(|v| v.contains("chunked")),
+            !response
+                .header("transfer-encoding")
+                .is_some_and(|v| v.contains("chunked")),
             "no chunked coding for an HTTP/1.0 client"
         );
-        assert!(conn.closed_by_peer(EXCHANGE_LIMIT).await, "HTTP/1.0 without keep-alive: the connection is closed");
+        assert!(
+            conn.closed_by_peer(EXCHANGE_LIMIT).await,
+            "HTTP/1.0 without keep-alive: the connection is closed"
+        );
     }
     assert_eq!(origin.requests(), 1);
 }
@@ -40,20 +46,29 @@ async fn http10_with_keep_alive_stays_open() {
 
     let mut conn = RawConn::connect(addr).await;
     for expected in ["MISS", "HIT"] {
-        conn.send("GET /ten-ka HTTP/1.0\r\nHost: edgecache.test\r\nConnection: keep-alive\r\n\r\n").await;
+        conn.send("GET /ten-ka HTTP/1.0\r\nHost: edgecache.test\r\nConnection: keep-alive\r\n\r\n")
+            .await;
         let response = conn.response(false).await;
         assert_eq!(response.status, 200);
         assert_eq!(response.body, b"hello, cache");
         assert_eq!(response.cache(), expected);
         assert!(
-            response.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("keep-alive")),
+            response
+                .header("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("keep-alive")),
             "an HTTP/1.0 client must be told the connection persists: {:?}",
             response.headers
         );
-        assert!(response.has_header("content-length"), "a persistent HTTP/1.0 response needs Content-Length");
+        assert!(
+            response.has_header("content-length"),
+            "a persistent HTTP/1.0 response needs Content-Length"
+        );
     }
     assert_eq!(origin.requests(), 1);
-    assert!(!conn.closed_by_peer(Duration::from_millis(200)).await, "still open after the second response");
+    assert!(
+        !conn.closed_by_peer(Duration::from_millis(200)).await,
+        "still open after the second response"
+    );
 }
 
 #[tokio::test]
@@ -63,7 +78,8 @@ async fn http11_keeps_the_connection_open() {
 
     let mut conn = RawConn::connect(addr).await;
     for expected in ["MISS", "HIT", "HIT"] {
-        conn.send(&format!("GET /eleven HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+        conn.send(&format!("GET /eleven HTTP/1.1\r\nHost: {addr}\r\n\r\n"))
+            .await;
         let response = conn.response(false).await;
         assert_eq!(response.version, "HTTP/1.1");
         assert_eq!(response.status, 200);
@@ -82,7 +98,8 @@ async fn http11_connection_close_is_honoured() {
     let origin = cacheable_origin().await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
     let mut conn = RawConn::connect(addr).await;
-    conn.send("GET /close HTTP/1.1\r\nHost: edgecache.test\r\nConnection: close\r\n\r\n").await;
+    conn.send("GET /close HTTP/1.1\r\nHost: edgecache.test\r\nConnection: close\r\n\r\n")
+        .await;
     let response = conn.response(false).await;
     assert_eq!(response.status, 200);
     assert!(conn.closed_by_peer(EXCHANGE_LIMIT).await);
@@ -115,7 +132,9 @@ async fn h2c_prior_knowledge_gets_a_hit() {
 
 #[tokio::test]
 async fn h2c_streams_are_multiplexed_and_coalesced() {
-    let reply = OriginReply::ok("slow").cache_control("max-age=60").delay(Duration::from_millis(200));
+    let reply = OriginReply::ok("slow")
+        .cache_control("max-age=60")
+        .delay(Duration::from_millis(200));
     let origin = Origin::fixed(reply).await;
     let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
@@ -124,12 +143,17 @@ async fn h2c_streams_are_multiplexed_and_coalesced() {
     for _ in 0..10 {
         connections.push(h2.clone_stream());
     }
-    let replies = futures_util::future::join_all(connections.iter_mut().map(|c| c.get("/two-slow", &[]))).await;
+    let replies =
+        futures_util::future::join_all(connections.iter_mut().map(|c| c.get("/two-slow", &[]))).await;
     for reply in &replies {
         assert_eq!(reply.version, Version::HTTP_2);
         assert_eq!(reply.body, "slow");
     }
-    assert_eq!(origin.requests(), 1, "ten streams on one connection, one origin fetch");
+    assert_eq!(
+        origin.requests(),
+        1,
+        "ten streams on one connection, one origin fetch"
+    );
 }
 
 #[tokio::test]

@@ -18,7 +18,11 @@ async fn purge_from_an_allowed_client_removes_the_object() {
     assert_eq!(purged.status, 200);
     assert!(purged.text().contains("Purged"), "{:?}", purged.text());
     assert_eq!(proxy.cache_usage().keys, 0);
-    assert_eq!(origin.requests(), 1, "PURGE is answered by edgecache, not forwarded");
+    assert_eq!(
+        origin.requests(),
+        1,
+        "PURGE is answered by edgecache, not forwarded"
+    );
 
     let after = get(addr, "/p", &[]).await;
     assert_eq!(after.cache(), "MISS", "purged: fetched again");
@@ -30,21 +34,33 @@ async fn purge_from_an_allowed_client_removes_the_object() {
 #[tokio::test]
 async fn purge_removes_every_variant() {
     let origin = Origin::start(|request| {
-        let language = request.headers().get("accept-language").map_or("none", |v| v.to_str().unwrap());
-        OriginReply::ok(language.to_string()).cache_control("max-age=600").header("vary", "accept-language")
+        let language = request
+            .headers()
+            .get("accept-language")
+            .map_or("none", |v| v.to_str().unwrap());
+        OriginReply::ok(language.to_string())
+            .cache_control("max-age=600")
+            .header("vary", "accept-language")
     })
     .await;
     let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
     for language in ["en", "fr"] {
         get(addr, "/v", &[("accept-language", language)]).await;
-        assert_eq!(get(addr, "/v", &[("accept-language", language)]).await.cache(), "HIT");
+        assert_eq!(
+            get(addr, "/v", &[("accept-language", language)]).await.cache(),
+            "HIT"
+        );
     }
     eventually_stored(&proxy, 1).await;
     assert_eq!(origin.requests(), 2);
 
     assert_eq!(send("PURGE", addr, "/v", &[], Bytes::new()).await.status, 200);
     for language in ["en", "fr"] {
-        assert_eq!(get(addr, "/v", &[("accept-language", language)]).await.cache(), "MISS", "{language}");
+        assert_eq!(
+            get(addr, "/v", &[("accept-language", language)]).await.cache(),
+            "MISS",
+            "{language}"
+        );
     }
     assert_eq!(origin.requests(), 4);
 }

@@ -183,9 +183,7 @@ impl<'a> BanParser<'a> {
         let s: &'a str = self.s;
         let start = self.pos;
         let rest = &s[start..];
-        let end = rest
-            .find(|c: char| c.is_ascii_whitespace())
-            .unwrap_or(rest.len());
+        let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
         self.pos += end;
         (start, &s[start..start + end])
     }
@@ -221,7 +219,11 @@ impl<'a> BanParser<'a> {
             "<=" => Op::Le,
             ">=" => Op::Ge,
             _ => {
-                self.err(ostart, ostart + o.len().max(1), "expected an operator (`==`, `!=`, `~`, `!~`)");
+                self.err(
+                    ostart,
+                    ostart + o.len().max(1),
+                    "expected an operator (`==`, `!=`, `~`, `!~`)",
+                );
                 return None;
             }
         };
@@ -250,7 +252,11 @@ impl<'a> BanParser<'a> {
         };
         let arg = match (&field, op) {
             (Field::ObjStatus, Op::Match | Op::NotMatch) => {
-                self.err(ostart, ostart + o.len(), "`obj.status` cannot be matched with a regex");
+                self.err(
+                    ostart,
+                    ostart + o.len(),
+                    "`obj.status` cannot be matched with a regex",
+                );
                 return None;
             }
             (Field::ObjStatus, _) => match arg_text.parse() {
@@ -269,7 +275,11 @@ impl<'a> BanParser<'a> {
             },
             (_, Op::Eq | Op::Ne) => Arg::Str(arg_text),
             _ => {
-                self.err(ostart, ostart + o.len(), "ordering operators only apply to `obj.status`");
+                self.err(
+                    ostart,
+                    ostart + o.len(),
+                    "ordering operators only apply to `obj.status`",
+                );
                 return None;
             }
         };
@@ -294,7 +304,7 @@ mod tests {
     struct Obj;
     impl BanContext for Obj {
         fn obj_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
-            (name == "x-url").then(|| Cow::Borrowed("/news/1"))
+            (name == "x-url").then_some(Cow::Borrowed("/news/1"))
         }
         fn obj_status(&self) -> u16 {
             200

@@ -95,8 +95,12 @@ pub fn load(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnosti
         Err(e) => {
             let id = sm.add(entry.to_string(), "");
             sink.push(
-                Diagnostic::new(Code::Include, Span::new(id, 0, 0), format!("cannot read `{entry}`: {e}"))
-                    .label("could not be read"),
+                Diagnostic::new(
+                    Code::Include,
+                    Span::new(id, 0, 0),
+                    format!("cannot read `{entry}`: {e}"),
+                )
+                .label("could not be read"),
             );
         }
     }

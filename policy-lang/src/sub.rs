@@ -192,8 +192,8 @@ pub(crate) fn action_mask(name: &str) -> Option<u16> {
 /// Legal action names per sub, for hints.
 pub(crate) fn legal_actions(sub: Sub) -> Vec<&'static str> {
     const NAMES: [&str; 13] = [
-        "hash", "lookup", "pass", "purge", "synth", "restart", "deliver", "fetch", "retry",
-        "abandon", "error", "ok", "fail",
+        "hash", "lookup", "pass", "purge", "synth", "restart", "deliver", "fetch", "retry", "abandon",
+        "error", "ok", "fail",
     ];
     NAMES
         .iter()

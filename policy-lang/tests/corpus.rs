@@ -57,16 +57,32 @@ fn builtin_vcl_loads_on_its_own() {
     let p = load_str("builtin.vcl", BUILTIN_VCL);
     // Loading it as user code duplicates every helper sub: that is the only complaint.
     let d = p.unwrap_err();
-    assert!(d.iter().all(|d| d.code == policy_lang::Code::Duplicate), "{}", d.render());
+    assert!(
+        d.iter().all(|d| d.code == policy_lang::Code::Duplicate),
+        "{}",
+        d.render()
+    );
 }
 
 #[test]
 fn includes_resolve_relative_to_the_includer() {
     let dir = std::env::temp_dir().join(format!("policy-lang-inc-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("sub")).unwrap();
-    std::fs::write(dir.join("main.vcl"), "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\ninclude \"sub/recv.vcl\";\n").unwrap();
-    std::fs::write(dir.join("sub/recv.vcl"), "include \"more.vcl\";\nsub vcl_recv { call more; }\n").unwrap();
-    std::fs::write(dir.join("sub/more.vcl"), "sub more { set req.http.X-More = \"1\"; }\n").unwrap();
+    std::fs::write(
+        dir.join("main.vcl"),
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\ninclude \"sub/recv.vcl\";\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("sub/recv.vcl"),
+        "include \"more.vcl\";\nsub vcl_recv { call more; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("sub/more.vcl"),
+        "sub more { set req.http.X-More = \"1\"; }\n",
+    )
+    .unwrap();
     let main = dir.join("main.vcl").display().to_string();
     let p = load(&main, &Fs).unwrap_or_else(|d| panic!("{}", d.render()));
     assert_eq!(p.sources().len(), 3);
@@ -93,17 +109,24 @@ fn outcome(p: &Program, sub: Sub, mut c: TestContext) -> String {
     let mut headers: Vec<String> = c
         .headers
         .iter()
-        .flat_map(|(s, v)| v.iter().map(move |(n, x)| format!("{s:?}:{n}={x}")))
+        .map(|(s, n, x)| format!("{s:?}:{n}={x}"))
         .collect();
     headers.sort();
-    let mut vars: Vec<String> = c.vars.iter().map(|(k, v)| format!("{k:?}={v:?}")).collect();
+    let mut vars: Vec<String> = c.vars().map(|(k, v)| format!("{k:?}={v:?}")).collect();
     vars.sort();
-    format!("{a:?} {headers:?} {vars:?} {:?} {:?} {:?}", c.hash, c.body, c.unset_vars)
+    format!(
+        "{a:?} {headers:?} {vars:?} {:?} {:?} {:?}",
+        c.hash, c.body, c.unset_vars
+    )
 }
 
 #[test]
 fn default_vcl_behaves_like_no_policy() {
-    let none = load_str("none.vcl", "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }").unwrap();
+    let none = load_str(
+        "none.vcl",
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }",
+    )
+    .unwrap();
     let path = examples_dir().join("default.vcl").display().to_string();
     let default = load(&path, &Fs).unwrap();
     let s = |x: &str| Value::Str(x.to_string().into());
@@ -112,11 +135,18 @@ fn default_vcl_behaves_like_no_policy() {
     for method in ["GET", "HEAD", "POST", "PUT", "PRI", "BREW", "OPTIONS"] {
         cases.push((Sub::Recv, TestContext::request(method, "/")));
     }
-    for (h, v) in [("Cookie", "a=1"), ("Authorization", "Basic x"), ("Host", "EXAMPLE.com")] {
-        cases.push((Sub::Recv, TestContext::request("GET", "/").header(Scope::Req, h, v)));
+    for (h, v) in [
+        ("Cookie", "a=1"),
+        ("Authorization", "Basic x"),
+        ("Host", "EXAMPLE.com"),
+    ] {
+        cases.push((
+            Sub::Recv,
+            TestContext::request("GET", "/").header(Scope::Req, h, v),
+        ));
     }
     let mut no_host = TestContext::request("GET", "/");
-    no_host.headers.clear();
+    no_host.clear_headers(Scope::Req);
     cases.push((Sub::Recv, no_host.clone()));
     cases.push((Sub::Recv, no_host.clone().var(Var::ReqProto, s("HTTP/1.0"))));
     cases.push((Sub::Hash, TestContext::request("GET", "/a?b=c")));
@@ -126,7 +156,9 @@ fn default_vcl_behaves_like_no_policy() {
     }
     cases.push((
         Sub::Synth,
-        TestContext::request("GET", "/").var(Var::RespStatus, Value::Int(404)).var(Var::RespReason, s("Not Found")),
+        TestContext::request("GET", "/")
+            .var(Var::RespStatus, Value::Int(404))
+            .var(Var::RespReason, s("Not Found")),
     ));
     for method in ["GET", "POST"] {
         cases.push((Sub::BackendFetch, TestContext::request(method, "/").to_backend()));
@@ -145,10 +177,19 @@ fn default_vcl_behaves_like_no_policy() {
         (60.0, "Vary", "Accept-Encoding"),
         (60.0, "Content-Range", "bytes 0-1/10"),
     ] {
-        cases.push((Sub::BackendResponse, TestContext::backend_response(200, ttl).header(Scope::Beresp, h, v)));
+        cases.push((
+            Sub::BackendResponse,
+            TestContext::backend_response(200, ttl).header(Scope::Beresp, h, v),
+        ));
     }
-    cases.push((Sub::BackendResponse, TestContext::backend_response(206, 60.0).header(Scope::Beresp, "Content-Range", "bytes 0-1/10")));
-    cases.push((Sub::BackendResponse, TestContext::backend_response(200, 0.0).var(Var::BereqUncacheable, Value::Bool(true))));
+    cases.push((
+        Sub::BackendResponse,
+        TestContext::backend_response(206, 60.0).header(Scope::Beresp, "Content-Range", "bytes 0-1/10"),
+    ));
+    cases.push((
+        Sub::BackendResponse,
+        TestContext::backend_response(200, 0.0).var(Var::BereqUncacheable, Value::Bool(true)),
+    ));
     cases.push((
         Sub::BackendError,
         TestContext::backend_response(503, 0.0).var(Var::BerespReason, s("Backend fetch failed")),

@@ -18,12 +18,60 @@ fn examples() -> Vec<String> {
 }
 
 const TOKENS: &[&str] = &[
-    "vcl 4.1;", "sub", "vcl_recv", "vcl_backend_response", "{", "}", "(", ")", ";", "if", "else",
-    "elsif", "set", "unset", "return", "call", "hash", "pass", "synth", "deliver", "req.url",
-    "req.http.X", "beresp.ttl", "client.ip", "~", "!~", "==", "!", "&&", "||", "+", "-", "=",
-    "\"^/a\"", "\"(\"", "{\"x\"}", "10s", "1.5", "64KB", "true", "regsub", "std.log", "import std;",
-    "backend b { .host = \"h\"; }", "acl a { \"1.2.3.4\"/8; }", ",", "hash_data", "ban", "new",
-    "directors.round_robin()", "x.backend()", "/* c */", "# c\n", "\n",
+    "vcl 4.1;",
+    "sub",
+    "vcl_recv",
+    "vcl_backend_response",
+    "{",
+    "}",
+    "(",
+    ")",
+    ";",
+    "if",
+    "else",
+    "elsif",
+    "set",
+    "unset",
+    "return",
+    "call",
+    "hash",
+    "pass",
+    "synth",
+    "deliver",
+    "req.url",
+    "req.http.X",
+    "beresp.ttl",
+    "client.ip",
+    "~",
+    "!~",
+    "==",
+    "!",
+    "&&",
+    "||",
+    "+",
+    "-",
+    "=",
+    "\"^/a\"",
+    "\"(\"",
+    "{\"x\"}",
+    "10s",
+    "1.5",
+    "64KB",
+    "true",
+    "regsub",
+    "std.log",
+    "import std;",
+    "backend b { .host = \"h\"; }",
+    "acl a { \"1.2.3.4\"/8; }",
+    ",",
+    "hash_data",
+    "ban",
+    "new",
+    "directors.round_robin()",
+    "x.backend()",
+    "/* c */",
+    "# c\n",
+    "\n",
 ];
 
 fn token_soup() -> impl Strategy<Value = String> {
@@ -32,7 +80,10 @@ fn token_soup() -> impl Strategy<Value = String> {
 
 fn mutated_example() -> impl Strategy<Value = String> {
     let ex = examples();
-    (0..ex.len(), prop::collection::vec((any::<prop::sample::Index>(), 0u8..4, any::<char>()), 1..8))
+    (
+        0..ex.len(),
+        prop::collection::vec((any::<prop::sample::Index>(), 0u8..4, any::<char>()), 1..8),
+    )
         .prop_map(move |(i, edits)| {
             let mut s: Vec<char> = ex[i].chars().collect();
             for (at, kind, c) in edits {
@@ -84,7 +135,11 @@ proptest! {
 
 #[test]
 fn deep_nesting_does_not_overflow() {
-    let deep = format!("sub vcl_recv {{ if ({}true{}) {{ }} }}", "(".repeat(5000), ")".repeat(5000));
+    let deep = format!(
+        "sub vcl_recv {{ if ({}true{}) {{ }} }}",
+        "(".repeat(5000),
+        ")".repeat(5000)
+    );
     let _ = policy_lang::load_str("deep.vcl", &deep);
     let deep = format!("sub vcl_recv {{ {} }}", "if (true) {".repeat(3000));
     let _ = policy_lang::load_str("deep.vcl", &deep);

@@ -18,6 +18,7 @@ mod cache;
 pub mod config;
 pub mod demo;
 pub mod logging;
+pub mod plugin;
 mod proxy;
 mod server;
 

@@ -45,7 +45,10 @@ pub fn trace_init() {
     ONCE.call_once(|| {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
     });
 }
 
@@ -78,7 +81,10 @@ impl OriginReply {
     }
 
     pub fn with_status(status: u16, body: impl Into<Bytes>) -> OriginReply {
-        OriginReply { status: StatusCode::from_u16(status).expect("valid status"), ..OriginReply::ok(body) }
+        OriginReply {
+            status: StatusCode::from_u16(status).expect("valid status"),
+            ..OriginReply::ok(body)
+        }
     }
 
     /// Appends a header line (several lines with one name are kept).
@@ -134,7 +140,12 @@ struct OriginState {
 impl OriginState {
     fn record(&self, seen: Seen) {
         self.total.fetch_add(1, Ordering::SeqCst);
-        *self.per_target.lock().unwrap().entry(seen.target.clone()).or_default() += 1;
+        *self
+            .per_target
+            .lock()
+            .unwrap()
+            .entry(seen.target.clone())
+            .or_default() += 1;
         self.log.lock().unwrap().push(seen);
     }
 }
@@ -210,11 +221,21 @@ impl Origin {
                         Ok(n) => head.extend_from_slice(&buf[..n]),
                     }
                 }
-                let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
                 let mut words = line.split(' ');
                 let method = words.next().unwrap_or("GET").parse().unwrap_or(Method::GET);
                 let target = words.next().unwrap_or("/").to_string();
-                state.record(Seen { method, target, version: Version::HTTP_11, headers: HeaderMap::new(), body: Bytes::new() });
+                state.record(Seen {
+                    method,
+                    target,
+                    version: Version::HTTP_11,
+                    headers: HeaderMap::new(),
+                    body: Bytes::new(),
+                });
                 let _ = stream.write_all(&bytes).await;
                 let _ = stream.shutdown().await;
             }
@@ -264,7 +285,12 @@ impl Origin {
                 std::panic::resume_unwind(payload);
             }
         });
-        Origin { addr, state, stop: Some(stop), task: Some(task) }
+        Origin {
+            addr,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+        }
     }
 
     /// Requests received so far.
@@ -274,7 +300,13 @@ impl Origin {
 
     /// Requests received so far for this path and query.
     pub fn requests_for(&self, target: &str) -> usize {
-        self.state.per_target.lock().unwrap().get(target).copied().unwrap_or(0)
+        self.state
+            .per_target
+            .lock()
+            .unwrap()
+            .get(target)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Every request received, in order.
@@ -315,14 +347,22 @@ impl Drop for Origin {
     }
 }
 
-async fn answer(handler: &Handler, state: &Arc<OriginState>, request: Request<Incoming>) -> Response<OriginBody> {
+async fn answer(
+    handler: &Handler,
+    state: &Arc<OriginState>,
+    request: Request<Incoming>,
+) -> Response<OriginBody> {
     let _in_flight = InFlight::enter(state);
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let request = Request::from_parts(parts, body);
     state.record(Seen {
         method: request.method().clone(),
-        target: request.uri().path_and_query().map_or("/", |pq| pq.as_str()).to_string(),
+        target: request
+            .uri()
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .to_string(),
         version: request.version(),
         headers: request.headers().clone(),
         body: request.body().clone(),
@@ -384,7 +424,11 @@ pub async fn eventually_stored(running: &Running, keys: u64) {
         if running.cache_usage().keys >= keys {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the store never reached {keys} keys: {:?}", running.cache_usage());
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store never reached {keys} keys: {:?}",
+            running.cache_usage()
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -412,7 +456,8 @@ impl Reply {
 
     /// The `Age` value in seconds, when present.
     pub fn age(&self) -> Option<u64> {
-        self.header("age").map(|v| v.parse().unwrap_or_else(|_| panic!("Age is not a number: {v:?}")))
+        self.header("age")
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("Age is not a number: {v:?}")))
     }
 
     pub fn text(&self) -> String {
@@ -459,17 +504,37 @@ impl Client {
         }
         let request = request.body(Full::new(body.into())).expect("valid request");
         let exchange = async {
-            let response = self.inner.request(request).await.map_err(|e| format!("request failed: {e:?}"))?;
+            let response = self
+                .inner
+                .request(request)
+                .await
+                .map_err(|e| format!("request failed: {e:?}"))?;
             let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(|e| format!("body failed: {e:?}"))?.to_bytes();
-            Ok(Reply { status: parts.status, version: parts.version, headers: parts.headers, body })
+            let body = body
+                .collect()
+                .await
+                .map_err(|e| format!("body failed: {e:?}"))?
+                .to_bytes();
+            Ok(Reply {
+                status: parts.status,
+                version: parts.version,
+                headers: parts.headers,
+                body,
+            })
         };
         tokio::time::timeout(EXCHANGE_LIMIT, exchange)
             .await
             .unwrap_or_else(|_| Err(format!("no complete response within {EXCHANGE_LIMIT:?}")))
     }
 
-    pub async fn send(&self, method: &str, addr: SocketAddr, target: &str, headers: Headers<'_>, body: impl Into<Bytes>) -> Reply {
+    pub async fn send(
+        &self,
+        method: &str,
+        addr: SocketAddr,
+        target: &str,
+        headers: Headers<'_>,
+        body: impl Into<Bytes>,
+    ) -> Reply {
         self.try_send(method, addr, target, headers, body)
             .await
             .unwrap_or_else(|e| panic!("{method} {target}: {e}"))
@@ -487,11 +552,19 @@ pub async fn get(addr: SocketAddr, target: &str, headers: Headers<'_>) -> Reply 
 
 /// `GET` on a fresh client; errors (e.g. a body cut short) come back as text.
 pub async fn try_get(addr: SocketAddr, target: &str, headers: Headers<'_>) -> Result<Reply, String> {
-    Client::new().try_send("GET", addr, target, headers, Bytes::new()).await
+    Client::new()
+        .try_send("GET", addr, target, headers, Bytes::new())
+        .await
 }
 
 /// Any method on a fresh client.
-pub async fn send(method: &str, addr: SocketAddr, target: &str, headers: Headers<'_>, body: impl Into<Bytes>) -> Reply {
+pub async fn send(
+    method: &str,
+    addr: SocketAddr,
+    target: &str,
+    headers: Headers<'_>,
+    body: impl Into<Bytes>,
+) -> Reply {
     Client::new().send(method, addr, target, headers, body).await
 }
 
@@ -506,16 +579,20 @@ pub struct H2c {
 impl H2c {
     pub async fn connect(addr: SocketAddr) -> H2c {
         let stream = TcpStream::connect(addr).await.expect("connect");
-        let (sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .expect("h2c handshake");
+        let (sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .expect("h2c handshake");
         tokio::spawn(connection);
         H2c { addr, sender }
     }
 
     /// Another handle on the same connection, for concurrent streams.
     pub fn clone_stream(&self) -> H2c {
-        H2c { addr: self.addr, sender: self.sender.clone() }
+        H2c {
+            addr: self.addr,
+            sender: self.sender.clone(),
+        }
     }
 
     pub async fn get(&mut self, target: &str, headers: Headers<'_>) -> Reply {
@@ -532,9 +609,16 @@ impl H2c {
             let response = self.sender.send_request(request).await.expect("h2 response");
             let (parts, body) = response.into_parts();
             let body = body.collect().await.expect("h2 body").to_bytes();
-            Reply { status: parts.status, version: parts.version, headers: parts.headers, body }
+            Reply {
+                status: parts.status,
+                version: parts.version,
+                headers: parts.headers,
+                body,
+            }
         };
-        tokio::time::timeout(EXCHANGE_LIMIT, exchange).await.expect("h2 exchange in time")
+        tokio::time::timeout(EXCHANGE_LIMIT, exchange)
+            .await
+            .expect("h2 exchange in time")
     }
 }
 
@@ -553,7 +637,10 @@ pub struct RawResponse {
 impl RawResponse {
     /// The first header with this name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn has_header(&self, name: &str) -> bool {
@@ -574,12 +661,18 @@ pub struct RawConn {
 
 impl RawConn {
     pub async fn connect(addr: SocketAddr) -> RawConn {
-        RawConn { stream: TcpStream::connect(addr).await.expect("connect"), buf: Vec::new() }
+        RawConn {
+            stream: TcpStream::connect(addr).await.expect("connect"),
+            buf: Vec::new(),
+        }
     }
 
     /// Writes `text` as is (use `\r\n`).
     pub async fn send(&mut self, text: &str) {
-        self.stream.write_all(text.as_bytes()).await.expect("write request");
+        self.stream
+            .write_all(text.as_bytes())
+            .await
+            .expect("write request");
     }
 
     /// Reads one response (`Content-Length`, chunked, or delimited by close). `head_request`:
@@ -595,7 +688,11 @@ impl RawConn {
             if let Some(at) = find(&self.buf, b"\r\n\r\n") {
                 break at;
             }
-            assert!(self.fill().await > 0, "connection closed before a response head; got {:?}", String::from_utf8_lossy(&self.buf));
+            assert!(
+                self.fill().await > 0,
+                "connection closed before a response head; got {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
         };
         let head = String::from_utf8(self.buf[..end].to_vec()).expect("ASCII head");
         self.buf.drain(..end + 4);
@@ -610,15 +707,23 @@ impl RawConn {
                 (name.trim().to_string(), value.trim().to_string())
             })
             .collect();
-        let mut response = RawResponse { version, status, headers, body: Vec::new() };
+        let mut response = RawResponse {
+            version,
+            status,
+            headers,
+            body: Vec::new(),
+        };
         if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
             return response;
         }
-        let chunked = response.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+        let chunked = response
+            .header("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
         if chunked {
             loop {
                 let line = self.line().await;
-                let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16).expect("chunk size");
+                let size =
+                    usize::from_str_radix(line.split(';').next().unwrap().trim(), 16).expect("chunk size");
                 if size == 0 {
                     // Trailers, then the empty line.
                     while !self.line().await.is_empty() {}
@@ -641,10 +746,17 @@ impl RawConn {
     /// `EXCHANGE_LIMIT` for the failure case. Returns false when the connection stays open.
     /// Bytes received instead of EOF are a test failure.
     pub async fn closed_by_peer(&mut self, within: Duration) -> bool {
-        assert!(self.buf.is_empty(), "unread bytes: {:?}", String::from_utf8_lossy(&self.buf));
+        assert!(
+            self.buf.is_empty(),
+            "unread bytes: {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
         match tokio::time::timeout(within, self.fill()).await {
             Ok(0) => true,
-            Ok(_) => panic!("unexpected bytes after the response: {:?}", String::from_utf8_lossy(&self.buf)),
+            Ok(_) => panic!(
+                "unexpected bytes after the response: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ),
             Err(_) => false,
         }
     }
@@ -674,7 +786,11 @@ impl RawConn {
 
     async fn exact(&mut self, n: usize) -> Vec<u8> {
         while self.buf.len() < n {
-            assert!(self.fill().await > 0, "connection closed with {} of {n} bytes", self.buf.len());
+            assert!(
+                self.fill().await > 0,
+                "connection closed with {} of {n} bytes",
+                self.buf.len()
+            );
         }
         self.buf.drain(..n).collect()
     }

@@ -68,9 +68,7 @@ fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagno
         format!("`{}`", &rest[..tok_len])
     };
     let mut expected: Vec<&'static str> = match &e.variant {
-        ErrorVariant::ParsingError { positives, .. } => {
-            positives.iter().map(describe_rule).collect()
-        }
+        ErrorVariant::ParsingError { positives, .. } => positives.iter().map(describe_rule).collect(),
         ErrorVariant::CustomError { .. } => Vec::new(),
     };
     expected.sort();
@@ -167,9 +165,7 @@ fn syntax_hint(text: &str, pos: usize, expected: &[&str]) -> Option<String> {
         return Some("VCL strings use double quotes: \"...\" or {\"...\"}".into());
     }
     if rest.starts_with("error ") || rest.starts_with("error\t") {
-        return Some(
-            "`error` is Varnish 3 syntax; use `return (synth(STATUS, \"reason\"));`".into(),
-        );
+        return Some("`error` is Varnish 3 syntax; use `return (synth(STATUS, \"reason\"));`".into());
     }
     None
 }
@@ -372,11 +368,7 @@ impl Lower<'_> {
                 _ => {}
             }
         }
-        AclDef {
-            name,
-            entries,
-            span,
-        }
+        AclDef { name, entries, span }
     }
 
     fn block(&mut self, p: Pair<'_, Rule>) -> Vec<Stmt> {
@@ -464,10 +456,7 @@ impl Lower<'_> {
                         _ => {}
                     }
                 }
-                StmtKind::If {
-                    branches,
-                    otherwise,
-                }
+                StmtKind::If { branches, otherwise }
             }
             Rule::return_stmt => {
                 let action = p
@@ -823,11 +812,17 @@ mod tests {
     fn literals() {
         let m = parse("sub x { set beresp.ttl = 1.5h; set a.b = 64KB; set c = -3; }").unwrap();
         let Decl::Sub(s) = &m.decls[0] else { panic!() };
-        let StmtKind::Set { value, .. } = &s.body[0].kind else { panic!() };
+        let StmtKind::Set { value, .. } = &s.body[0].kind else {
+            panic!()
+        };
         assert!(matches!(value.kind, ExprKind::Duration(d) if d == 5400.0));
-        let StmtKind::Set { value, .. } = &s.body[1].kind else { panic!() };
+        let StmtKind::Set { value, .. } = &s.body[1].kind else {
+            panic!()
+        };
         assert!(matches!(value.kind, ExprKind::Bytes(65536)));
-        let StmtKind::Set { value, .. } = &s.body[2].kind else { panic!() };
+        let StmtKind::Set { value, .. } = &s.body[2].kind else {
+            panic!()
+        };
         assert!(matches!(value.kind, ExprKind::Int(-3)));
     }
 

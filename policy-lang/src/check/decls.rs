@@ -112,12 +112,8 @@ fn expect_int(sink: &mut Sink, a: &Attr) -> Option<u32> {
 }
 
 fn mismatch(span: Span, attr: &str, want: &str) -> Diagnostic {
-    Diagnostic::new(
-        Code::TypeMismatch,
-        span,
-        format!("`.{attr}` expects {want}"),
-    )
-    .label(format!("expected {want}"))
+    Diagnostic::new(Code::TypeMismatch, span, format!("`.{attr}` expects {want}"))
+        .label(format!("expected {want}"))
 }
 
 pub(crate) fn probe(sink: &mut Sink, name: Option<String>, attrs: &[Attr]) -> ProbeDecl {
@@ -148,7 +144,10 @@ pub(crate) fn probe(sink: &mut Sink, name: Option<String>, attrs: &[Attr]) -> Pr
         }
     }
     if p.window > 64 || p.threshold > p.window {
-        if let Some(a) = attrs.iter().find(|a| a.name.name == "window" || a.name.name == "threshold") {
+        if let Some(a) = attrs
+            .iter()
+            .find(|a| a.name.name == "window" || a.name.name == "threshold")
+        {
             sink.push(
                 Diagnostic::new(Code::BadDeclaration, a.span, "invalid probe window/threshold")
                     .label("here")
@@ -227,16 +226,12 @@ pub(crate) fn backend(
                     ExprKind::Name(n) => match lookup(n) {
                         Some(p) => b.probe = Some(p),
                         None => sink.push(
-                            Diagnostic::new(
-                                Code::UndefinedProbe,
-                                e.span,
-                                format!("undefined probe `{n}`"),
-                            )
-                            .label("no probe with this name")
-                            .maybe_hint(
-                                did_you_mean(n, probe_names.iter().copied())
-                                    .map(|s| format!("did you mean `{s}`?")),
-                            ),
+                            Diagnostic::new(Code::UndefinedProbe, e.span, format!("undefined probe `{n}`"))
+                                .label("no probe with this name")
+                                .maybe_hint(
+                                    did_you_mean(n, probe_names.iter().copied())
+                                        .map(|s| format!("did you mean `{s}`?")),
+                                ),
                         ),
                     },
                     _ => sink.push(mismatch(e.span, "probe", "a probe name or `{ ... }`")),
@@ -301,7 +296,10 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
                         Diagnostic::new(
                             Code::NoEffect,
                             e.addr_span,
-                            format!("ACL entry `{}` is ignored: edgecache does not resolve host names", e.addr),
+                            format!(
+                                "ACL entry `{}` is ignored: edgecache does not resolve host names",
+                                e.addr
+                            ),
                         )
                         .label("not an IP address")
                     } else {

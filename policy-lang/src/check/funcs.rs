@@ -33,22 +33,102 @@ pub(crate) struct Sig {
 }
 
 pub(crate) const VALUE_FUNCS: &[Sig] = &[
-    Sig { name: "std.tolower", func: Func::ToLower, params: &[p("s", Ty::Str)], ret: Ty::Str },
-    Sig { name: "std.toupper", func: Func::ToUpper, params: &[p("s", Ty::Str)], ret: Ty::Str },
-    Sig { name: "std.integer", func: Func::Integer, params: &[p("s", Ty::Str), opt("fallback", Ty::Int)], ret: Ty::Int },
-    Sig { name: "std.real", func: Func::Real, params: &[p("s", Ty::Str), opt("fallback", Ty::Real)], ret: Ty::Real },
-    Sig { name: "std.duration", func: Func::Duration, params: &[p("s", Ty::Str), opt("fallback", Ty::Duration)], ret: Ty::Duration },
-    Sig { name: "std.bytes", func: Func::Bytes, params: &[p("s", Ty::Str), opt("fallback", Ty::Bytes)], ret: Ty::Bytes },
-    Sig { name: "std.ip", func: Func::Ip, params: &[p("s", Ty::Str), opt("fallback", Ty::Ip), opt("resolve", Ty::Bool)], ret: Ty::Ip },
-    Sig { name: "std.time", func: Func::Time, params: &[p("s", Ty::Str), opt("fallback", Ty::Time)], ret: Ty::Time },
-    Sig { name: "std.healthy", func: Func::Healthy, params: &[p("be", Ty::Backend)], ret: Ty::Bool },
-    Sig { name: "std.querysort", func: Func::Querysort, params: &[p("s", Ty::Str)], ret: Ty::Str },
-    Sig { name: "std.strstr", func: Func::Strstr, params: &[p("s1", Ty::Str), p("s2", Ty::Str)], ret: Ty::Str },
-    Sig { name: "std.port", func: Func::Port, params: &[p("ip", Ty::Ip)], ret: Ty::Int },
-    Sig { name: "std.random", func: Func::Random, params: &[p("lo", Ty::Real), p("hi", Ty::Real)], ret: Ty::Real },
-    Sig { name: "std.now", func: Func::Now, params: &[], ret: Ty::Time },
-    Sig { name: "std.round", func: Func::Round, params: &[p("r", Ty::Real)], ret: Ty::Real },
-    Sig { name: "std.ban", func: Func::Ban, params: &[p("expression", Ty::Str)], ret: Ty::Bool },
+    Sig {
+        name: "std.tolower",
+        func: Func::ToLower,
+        params: &[p("s", Ty::Str)],
+        ret: Ty::Str,
+    },
+    Sig {
+        name: "std.toupper",
+        func: Func::ToUpper,
+        params: &[p("s", Ty::Str)],
+        ret: Ty::Str,
+    },
+    Sig {
+        name: "std.integer",
+        func: Func::Integer,
+        params: &[p("s", Ty::Str), opt("fallback", Ty::Int)],
+        ret: Ty::Int,
+    },
+    Sig {
+        name: "std.real",
+        func: Func::Real,
+        params: &[p("s", Ty::Str), opt("fallback", Ty::Real)],
+        ret: Ty::Real,
+    },
+    Sig {
+        name: "std.duration",
+        func: Func::Duration,
+        params: &[p("s", Ty::Str), opt("fallback", Ty::Duration)],
+        ret: Ty::Duration,
+    },
+    Sig {
+        name: "std.bytes",
+        func: Func::Bytes,
+        params: &[p("s", Ty::Str), opt("fallback", Ty::Bytes)],
+        ret: Ty::Bytes,
+    },
+    Sig {
+        name: "std.ip",
+        func: Func::Ip,
+        params: &[p("s", Ty::Str), opt("fallback", Ty::Ip), opt("resolve", Ty::Bool)],
+        ret: Ty::Ip,
+    },
+    Sig {
+        name: "std.time",
+        func: Func::Time,
+        params: &[p("s", Ty::Str), opt("fallback", Ty::Time)],
+        ret: Ty::Time,
+    },
+    Sig {
+        name: "std.healthy",
+        func: Func::Healthy,
+        params: &[p("be", Ty::Backend)],
+        ret: Ty::Bool,
+    },
+    Sig {
+        name: "std.querysort",
+        func: Func::Querysort,
+        params: &[p("s", Ty::Str)],
+        ret: Ty::Str,
+    },
+    Sig {
+        name: "std.strstr",
+        func: Func::Strstr,
+        params: &[p("s1", Ty::Str), p("s2", Ty::Str)],
+        ret: Ty::Str,
+    },
+    Sig {
+        name: "std.port",
+        func: Func::Port,
+        params: &[p("ip", Ty::Ip)],
+        ret: Ty::Int,
+    },
+    Sig {
+        name: "std.random",
+        func: Func::Random,
+        params: &[p("lo", Ty::Real), p("hi", Ty::Real)],
+        ret: Ty::Real,
+    },
+    Sig {
+        name: "std.now",
+        func: Func::Now,
+        params: &[],
+        ret: Ty::Time,
+    },
+    Sig {
+        name: "std.round",
+        func: Func::Round,
+        params: &[p("r", Ty::Real)],
+        ret: Ty::Real,
+    },
+    Sig {
+        name: "std.ban",
+        func: Func::Ban,
+        params: &[p("expression", Ty::Str)],
+        ret: Ty::Bool,
+    },
 ];
 
 /// Functions only usable as statements.

@@ -21,7 +21,7 @@ pub(crate) use regex::convert_replacement;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 
-use crate::ast::{Decl, Module, Stmt, StmtKind, SubDef, ExprKind};
+use crate::ast::{Decl, ExprKind, Module, Stmt, StmtKind, SubDef};
 use crate::compile::{self, Director, DirectorKind, ProbeDecl};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 use crate::eval::BackendId;
@@ -81,7 +81,10 @@ impl Symbols {
                     format!("`{name}` is defined more than once"),
                 )
                 .label(format!("{} `{name}` redefined here", kind.describe()))
-                .secondary(*prev_span, format!("{} `{name}` first defined here", prev.describe())),
+                .secondary(
+                    *prev_span,
+                    format!("{} `{name}` first defined here", prev.describe()),
+                ),
             );
             return false;
         }
@@ -249,32 +252,57 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         for def in &subs[i].defs {
             for st in &def.body {
                 if let StmtKind::New { name, ctor } = &st.kind {
-                    let ExprKind::Call { func, .. } = &ctor.kind else { continue };
+                    let ExprKind::Call { func, .. } = &ctor.kind else {
+                        continue;
+                    };
                     let kind = match func.name.as_str() {
                         "directors.round_robin" => DirectorKind::RoundRobin,
                         "directors.fallback" => DirectorKind::Fallback,
                         "directors.random" => DirectorKind::Random,
                         "directors.hash" => DirectorKind::Hash,
                         other => {
-                            let hint = did_you_mean(other, ["directors.round_robin", "directors.fallback", "directors.random", "directors.hash"])
-                                .map(|s| format!("did you mean `{s}`?"))
-                                .unwrap_or_else(|| "edgecache supports directors.round_robin, fallback, random and hash".into());
+                            let hint = did_you_mean(
+                                other,
+                                [
+                                    "directors.round_robin",
+                                    "directors.fallback",
+                                    "directors.random",
+                                    "directors.hash",
+                                ],
+                            )
+                            .map(|s| format!("did you mean `{s}`?"))
+                            .unwrap_or_else(|| {
+                                "edgecache supports directors.round_robin, fallback, random and hash".into()
+                            });
                             sink.push(
-                                Diagnostic::new(Code::Unsupported, func.span, format!("`new` with `{other}` is not supported"))
-                                    .label("unknown constructor")
-                                    .hint(hint),
+                                Diagnostic::new(
+                                    Code::Unsupported,
+                                    func.span,
+                                    format!("`new` with `{other}` is not supported"),
+                                )
+                                .label("unknown constructor")
+                                .hint(hint),
                             );
                             continue;
                         }
                     };
                     if !syms.imports.iter().any(|i| i == "directors") {
                         sink.push(
-                            Diagnostic::new(Code::UnknownFunction, func.span, format!("`{}` needs `import directors;`", func.name))
-                                .label("vmod `directors` is not imported")
-                                .hint("add `import directors;` after the `vcl 4.1;` line"),
+                            Diagnostic::new(
+                                Code::UnknownFunction,
+                                func.span,
+                                format!("`{}` needs `import directors;`", func.name),
+                            )
+                            .label("vmod `directors` is not imported")
+                            .hint("add `import directors;` after the `vcl 4.1;` line"),
                         );
                     }
-                    if syms.define(sink, &name.name, name.span, SymKind::Director(directors.len(), kind)) {
+                    if syms.define(
+                        sink,
+                        &name.name,
+                        name.span,
+                        SymKind::Director(directors.len(), kind),
+                    ) {
                         directors.push(Director {
                             name: name.name.clone(),
                             kind,
@@ -292,7 +320,12 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         probes.push(decls::probe_decl(sink, p));
     }
     let probe_names: Vec<&str> = probe_defs.iter().map(|p| p.name.name.as_str()).collect();
-    let lookup = |n: &str| probe_names.iter().position(|p| *p == n).map(|i| probes[i].clone());
+    let lookup = |n: &str| {
+        probe_names
+            .iter()
+            .position(|p| *p == n)
+            .map(|i| probes[i].clone())
+    };
     let backends: Vec<_> = backend_defs
         .iter()
         .map(|b| decls::backend(sink, b, &lookup, &probe_names))
@@ -432,10 +465,7 @@ fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
     for s in stmts {
         match &s.kind {
             StmtKind::Call(id) => f(&id.name, id.span),
-            StmtKind::If {
-                branches,
-                otherwise,
-            } => {
+            StmtKind::If { branches, otherwise } => {
                 for (_, b) in branches {
                     collect_calls(b, f);
                 }

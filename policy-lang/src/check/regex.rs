@@ -58,7 +58,10 @@ fn pcre_only_feature(p: &str) -> Option<(&'static str, String)> {
                             ));
                         }
                         if n == b'k' && matches!(b.get(i + 2), Some(b'<' | b'{' | b'\'')) {
-                            return Some(("a named back-reference (`\\k<name>`)", "split the test into two conditions".into()));
+                            return Some((
+                                "a named back-reference (`\\k<name>`)",
+                                "split the test into two conditions".into(),
+                            ));
                         }
                     }
                 }
@@ -72,7 +75,11 @@ fn pcre_only_feature(p: &str) -> Option<(&'static str, String)> {
                 if rest.starts_with("(?=") || rest.starts_with("(?!") {
                     let neg = rest.starts_with("(?!");
                     return Some((
-                        if neg { "a negative look-ahead `(?!...)`" } else { "a look-ahead `(?=...)`" },
+                        if neg {
+                            "a negative look-ahead `(?!...)`"
+                        } else {
+                            "a look-ahead `(?=...)`"
+                        },
                         if neg {
                             "test the excluded part separately: instead of \
                              `req.url ~ \"^/(?!admin)\"` write `req.url ~ \"^/\" && req.url !~ \"^/admin\"`"
@@ -87,7 +94,11 @@ fn pcre_only_feature(p: &str) -> Option<(&'static str, String)> {
                 if rest.starts_with("(?<=") || rest.starts_with("(?<!") {
                     let neg = rest.starts_with("(?<!");
                     return Some((
-                        if neg { "a negative look-behind `(?<!...)`" } else { "a look-behind `(?<=...)`" },
+                        if neg {
+                            "a negative look-behind `(?<!...)`"
+                        } else {
+                            "a look-behind `(?<=...)`"
+                        },
                         if neg {
                             "test the excluded part separately with `!~`, joined with `&&`".into()
                         } else {

@@ -15,7 +15,7 @@ use super::funcs::{self, Sig};
 use super::vars::{self, VarRef};
 use super::{regex as re, SymKind, Symbols};
 use crate::ast::{self, Arg, AssignOp, BinOp, ExprKind, StmtKind};
-use crate::compile::ir::{ArithOp, CmpOp, Expr, Func, Replacement, Ret, Stmt};
+use crate::compile::ir::{ArithOp, CmpOp, Expr, Func, Matcher, Replacement, Ret, Stmt};
 use crate::compile::{fold, DirectorKind};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 use crate::eval::{BackendId, Scope, Value, ValueType, Var};
@@ -126,11 +126,7 @@ impl<'a> Lowerer<'a> {
             .copied()
             .find(|s| bad & s.bit() != 0)
             .unwrap_or(Sub::Recv);
-        let mut d = Diagnostic::new(
-            code,
-            span,
-            format!("{what} is not {verb} in `{}`", first.name()),
-        );
+        let mut d = Diagnostic::new(code, span, format!("{what} is not {verb} in `{}`", first.name()));
         if self.cx.is_method {
             d = d.label(format!("not {verb} here"));
         } else {
@@ -140,7 +136,10 @@ impl<'a> Lowerer<'a> {
                 self.cx.sub_name
             ));
             if let Some(site) = self.cx.via.get(&first) {
-                d = d.secondary(*site, format!("`{}` is reached from `{}` here", self.cx.sub_name, first.name()));
+                d = d.secondary(
+                    *site,
+                    format!("`{}` is reached from `{}` here", self.cx.sub_name, first.name()),
+                );
             }
         }
         let names = mask::names(allowed);
@@ -178,10 +177,7 @@ impl<'a> Lowerer<'a> {
                 }
                 self.unset(target)
             }
-            StmtKind::If {
-                branches,
-                otherwise,
-            } => {
+            StmtKind::If { branches, otherwise } => {
                 let mut bs = Vec::with_capacity(branches.len());
                 for (c, b) in branches {
                     let c = self.cond(c);
@@ -220,8 +216,12 @@ impl<'a> Lowerer<'a> {
                 }
                 if self.depth > 0 {
                     self.sink.push(
-                        Diagnostic::new(Code::Unsupported, s.span, "`new` inside a condition is not supported")
-                            .label("move this to the top level of `vcl_init`"),
+                        Diagnostic::new(
+                            Code::Unsupported,
+                            s.span,
+                            "`new` inside a condition is not supported",
+                        )
+                        .label("move this to the top level of `vcl_init`"),
                     );
                 }
                 // The object was registered by the symbol pass; check the constructor args.
@@ -271,7 +271,13 @@ impl<'a> Lowerer<'a> {
         };
         let var = var?;
         let what = format!("`{}`", target.name);
-        let ok = self.scope_check(var.access().write, target.span, &what, "writable", Code::NotWritable);
+        let ok = self.scope_check(
+            var.access().write,
+            target.span,
+            &what,
+            "writable",
+            Code::NotWritable,
+        );
         let vty = var.value_type();
         if rty == Ty::Err {
             return None;
@@ -296,7 +302,8 @@ impl<'a> Lowerer<'a> {
                     return None;
                 }
                 let rhs = self.stringify(rhs, rty, value.span)?;
-                ok.then_some(Stmt::Synthetic(rhs)).filter(|_| matches!(v, Var::RespBody | Var::BerespBody))
+                ok.then_some(Stmt::Synthetic(rhs))
+                    .filter(|_| matches!(v, Var::RespBody | Var::BerespBody))
             }
             VarRef::Var(v) => {
                 let want = Ty::of(vty);
@@ -389,7 +396,9 @@ impl<'a> Lowerer<'a> {
     fn ret(&mut self, action: Option<&ast::ReturnAction>, span: Span) -> Option<Stmt> {
         let Some(a) = action else {
             if self.cx.is_method {
-                let legal = Sub::from_name(self.cx.sub_name).map(sub::legal_actions).unwrap_or_default();
+                let legal = Sub::from_name(self.cx.sub_name)
+                    .map(sub::legal_actions)
+                    .unwrap_or_default();
                 self.sink.push(
                     Diagnostic::new(
                         Code::UnknownReturn,
@@ -397,7 +406,10 @@ impl<'a> Lowerer<'a> {
                         format!("`return` in `{}` needs an action", self.cx.sub_name),
                     )
                     .label("bare `return` only leaves a custom sub")
-                    .hint(format!("write `return (ACTION);` with one of: {}", legal.join(", "))),
+                    .hint(format!(
+                        "write `return (ACTION);` with one of: {}",
+                        legal.join(", ")
+                    )),
                 );
                 return None;
             }
@@ -416,8 +428,12 @@ impl<'a> Lowerer<'a> {
             }
             "vcl" => {
                 self.sink.push(
-                    Diagnostic::new(Code::Unsupported, a.span, "`return (vcl(...))` is not supported by edgecache")
-                        .label("VCL labels are not available"),
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        a.span,
+                        "`return (vcl(...))` is not supported by edgecache",
+                    )
+                    .label("VCL labels are not available"),
                 );
                 return None;
             }
@@ -436,16 +452,24 @@ impl<'a> Lowerer<'a> {
                 }
             };
             self.sink.push(
-                Diagnostic::new(Code::UnknownReturn, a.name.span, format!("unknown return action `{name}`"))
-                    .label("not a VCL action")
-                    .maybe_hint(hint),
+                Diagnostic::new(
+                    Code::UnknownReturn,
+                    a.name.span,
+                    format!("unknown return action `{name}`"),
+                )
+                .label("not a VCL action")
+                .maybe_hint(hint),
             );
             return None;
         };
         // Legal in every sub this body runs in?
         let bad = self.cx.mask & !allowed;
         if bad != 0 {
-            let first = Sub::ALL.iter().copied().find(|s| bad & s.bit() != 0).unwrap_or(Sub::Recv);
+            let first = Sub::ALL
+                .iter()
+                .copied()
+                .find(|s| bad & s.bit() != 0)
+                .unwrap_or(Sub::Recv);
             let mut d = Diagnostic::new(
                 Code::IllegalReturn,
                 a.span,
@@ -454,7 +478,11 @@ impl<'a> Lowerer<'a> {
             d = if self.cx.is_method {
                 d.label("illegal action for this sub")
             } else {
-                let d = d.label(format!("illegal in `{}`, which calls `{}`", first.name(), self.cx.sub_name));
+                let d = d.label(format!(
+                    "illegal in `{}`, which calls `{}`",
+                    first.name(),
+                    self.cx.sub_name
+                ));
                 match self.cx.via.get(&first) {
                     Some(site) => d.secondary(*site, format!("called from `{}` here", first.name())),
                     None => d,
@@ -466,7 +494,11 @@ impl<'a> Lowerer<'a> {
                 _ => None,
             };
             let hint = special.unwrap_or_else(|| {
-                format!("actions allowed in `{}`: {}", first.name(), sub::legal_actions(first).join(", "))
+                format!(
+                    "actions allowed in `{}`: {}",
+                    first.name(),
+                    sub::legal_actions(first).join(", ")
+                )
             });
             self.sink.push(d.hint(hint));
             return None;
@@ -527,8 +559,12 @@ impl<'a> Lowerer<'a> {
                 if let Expr::Const(Value::Int(i)) = st {
                     if !(100..=999).contains(&i) {
                         self.sink.push(
-                            Diagnostic::new(Code::BadArguments, args[0].value.span, format!("status {i} is out of range"))
-                                .label("expected 100..=999"),
+                            Diagnostic::new(
+                                Code::BadArguments,
+                                args[0].value.span,
+                                format!("status {i} is out of range"),
+                            )
+                            .label("expected 100..=999"),
                         );
                         return None;
                     }
@@ -564,8 +600,12 @@ impl<'a> Lowerer<'a> {
 
     fn arg_count(&mut self, span: Span, f: &str, want: &str) {
         self.sink.push(
-            Diagnostic::new(Code::BadArguments, span, format!("wrong number of arguments to `{f}`"))
-                .label(format!("expected {want}")),
+            Diagnostic::new(
+                Code::BadArguments,
+                span,
+                format!("wrong number of arguments to `{f}`"),
+            )
+            .label(format!("expected {want}")),
         );
     }
 
@@ -584,12 +624,24 @@ impl<'a> Lowerer<'a> {
         };
         match name {
             "hash_data" => {
-                let ok = self.scope_check(mask::HASH, func.span, "`hash_data`", "allowed", Code::NotAllowedHere);
+                let ok = self.scope_check(
+                    mask::HASH,
+                    func.span,
+                    "`hash_data`",
+                    "allowed",
+                    Code::NotAllowedHere,
+                );
                 let x = one_string(self, name)?;
                 ok.then_some(Stmt::HashData(x))
             }
             "synthetic" => {
-                let ok = self.scope_check(mask::SYNTH | mask::BE_ERROR, func.span, "`synthetic`", "allowed", Code::NotAllowedHere);
+                let ok = self.scope_check(
+                    mask::SYNTH | mask::BE_ERROR,
+                    func.span,
+                    "`synthetic`",
+                    "allowed",
+                    Code::NotAllowedHere,
+                );
                 let x = one_string(self, name)?;
                 ok.then_some(Stmt::Synthetic(x))
             }
@@ -631,7 +683,13 @@ impl<'a> Lowerer<'a> {
                 match hdr {
                     Some(VarRef::Header(scope, h)) => {
                         let what = format!("`{}`", vars_name(scope, &h));
-                        let ok = self.scope_check(vars::header_access(scope, &h).write, a.span, &what, "writable", Code::NotWritable);
+                        let ok = self.scope_check(
+                            vars::header_access(scope, &h).write,
+                            a.span,
+                            &what,
+                            "writable",
+                            Code::NotWritable,
+                        );
                         let h = self.header_name(&h, a.span)?;
                         ok.then_some(Stmt::Collect(scope, h))
                     }
@@ -662,20 +720,49 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    fn add_backend(&mut self, id: usize, kind: DirectorKind, func: &ast::Ident, args: &[Arg], span: Span) -> Option<Stmt> {
-        if !self.scope_check(mask::INIT, func.span, "`add_backend`", "allowed", Code::NotAllowedHere) {
+    fn add_backend(
+        &mut self,
+        id: usize,
+        kind: DirectorKind,
+        func: &ast::Ident,
+        args: &[Arg],
+        span: Span,
+    ) -> Option<Stmt> {
+        if !self.scope_check(
+            mask::INIT,
+            func.span,
+            "`add_backend`",
+            "allowed",
+            Code::NotAllowedHere,
+        ) {
             return None;
         }
         if self.depth > 0 {
             self.sink.push(
-                Diagnostic::new(Code::Unsupported, span, "`add_backend` inside a condition is not supported")
-                    .label("move this to the top level of `vcl_init`"),
+                Diagnostic::new(
+                    Code::Unsupported,
+                    span,
+                    "`add_backend` inside a condition is not supported",
+                )
+                .label("move this to the top level of `vcl_init`"),
             );
             return None;
         }
-        let max = if matches!(kind, DirectorKind::Random | DirectorKind::Hash) { 2 } else { 1 };
+        let max = if matches!(kind, DirectorKind::Random | DirectorKind::Hash) {
+            2
+        } else {
+            1
+        };
         if args.is_empty() || args.len() > max {
-            self.arg_count(span, "add_backend", if max == 2 { "1 or 2 (backend[, weight])" } else { "1 (backend)" });
+            self.arg_count(
+                span,
+                "add_backend",
+                if max == 2 {
+                    "1 or 2 (backend[, weight])"
+                } else {
+                    "1 (backend)"
+                },
+            );
             return None;
         }
         let (b, bt) = self.expr_expect(&args[0].value, Expect::Backend);
@@ -684,8 +771,12 @@ impl<'a> Lowerer<'a> {
                 Expr::Const(v) => v.as_real().unwrap_or(1.0),
                 _ => {
                     self.sink.push(
-                        Diagnostic::new(Code::TypeMismatch, w.value.span, "weight must be a constant number")
-                            .label("expected e.g. `1.0`"),
+                        Diagnostic::new(
+                            Code::TypeMismatch,
+                            w.value.span,
+                            "weight must be a constant number",
+                        )
+                        .label("expected e.g. `1.0`"),
                     );
                     1.0
                 }
@@ -723,8 +814,12 @@ impl<'a> Lowerer<'a> {
         match t {
             Ty::Acl | Ty::Probe => {
                 self.sink.push(
-                    Diagnostic::new(Code::TypeMismatch, e.span, format!("{} cannot be used as a condition", t.name()))
-                        .label("expected a BOOL expression"),
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        e.span,
+                        format!("{} cannot be used as a condition", t.name()),
+                    )
+                    .label("expected a BOOL expression"),
                 );
                 Expr::Const(Value::Bool(false))
             }
@@ -762,13 +857,17 @@ impl<'a> Lowerer<'a> {
 
     /// Converts `e: t` to `want`, or reports.
     fn coerce(&mut self, e: Expr, t: Ty, want: Ty, span: Span, target: Option<&str>) -> Option<Expr> {
-        if t == want || t == Ty::Err && false {
+        if t == want && t != Ty::Err {
             return Some(e);
         }
         match (t, want) {
             (Ty::Err, _) => None,
             (_, Ty::Str) => self.stringify(e, t, span),
-            (Ty::Int, Ty::Real) => Some(Expr::Arith(ArithOp::Add, Box::new(e), Box::new(Expr::Const(Value::Real(0.0))))),
+            (Ty::Int, Ty::Real) => Some(Expr::Arith(
+                ArithOp::Add,
+                Box::new(e),
+                Box::new(Expr::Const(Value::Real(0.0))),
+            )),
             (Ty::Str, Ty::Ip) => match fold::expr(e) {
                 Expr::Const(Value::Str(s)) => match s.parse::<IpAddr>() {
                     Ok(ip) => Some(Expr::Const(Value::Ip(ip))),
@@ -781,12 +880,19 @@ impl<'a> Lowerer<'a> {
                     }
                 },
                 _ => {
-                    self.mismatch(span, "IP", t, Some("convert with `std.ip(STRING, FALLBACK)`".into()));
+                    self.mismatch(
+                        span,
+                        "IP",
+                        t,
+                        Some("convert with `std.ip(STRING, FALLBACK)`".into()),
+                    );
                     None
                 }
             },
             _ => {
-                let target_s = target.map(|n| format!("`{n}` is {}; ", want.name())).unwrap_or_default();
+                let target_s = target
+                    .map(|n| format!("`{n}` is {}; ", want.name()))
+                    .unwrap_or_default();
                 let hint = match (t, want) {
                     (Ty::Int | Ty::Real, Ty::Duration) => Some(format!("{target_s}add a unit to the number, e.g. `120s`, `5m`, `1h`")),
                     (Ty::Str, Ty::Duration) => Some(format!("{target_s}write a duration literal such as `120s`, or convert with `std.duration(STRING, 0s)`")),
@@ -830,7 +936,12 @@ impl<'a> Lowerer<'a> {
                     }
                 }
             }
-            ExprKind::Binary { op, op_span, lhs, rhs } => self.binary(*op, *op_span, lhs, rhs, e.span),
+            ExprKind::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => self.binary(*op, *op_span, lhs, rhs, e.span),
         }
     }
 
@@ -842,7 +953,11 @@ impl<'a> Lowerer<'a> {
                 self.sink.push(
                     Diagnostic::new(Code::NotReadable, span, format!("{what} cannot be read"))
                         .label("write-only")
-                        .maybe_hint((v.value_type() == ValueType::Body).then(|| "bodies can only be set (`set resp.body = ...`) or unset".to_string())),
+                        .maybe_hint(
+                            (v.value_type() == ValueType::Body).then(|| {
+                                "bodies can only be set (`set resp.body = ...`) or unset".to_string()
+                            }),
+                        ),
                 );
                 return E;
             }
@@ -858,14 +973,23 @@ impl<'a> Lowerer<'a> {
             };
         }
         match self.syms.get(n) {
-            Some(SymKind::Backend(id)) => return (Expr::Const(Value::Backend(Some(BackendId(id as u32)))), Ty::Backend),
+            Some(SymKind::Backend(id)) => {
+                return (
+                    Expr::Const(Value::Backend(Some(BackendId(id as u32)))),
+                    Ty::Backend,
+                )
+            }
             Some(SymKind::Acl(id)) => return (Expr::Const(Value::Int(id as i64)), Ty::Acl),
             Some(SymKind::Probe(_)) => return (Expr::Const(Value::Unset), Ty::Probe),
             Some(SymKind::Director(..)) => {
                 self.sink.push(
-                    Diagnostic::new(Code::TypeMismatch, span, format!("director `{n}` is not a backend"))
-                        .label("a director object")
-                        .hint(format!("pick a backend with `{n}.backend()`")),
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        span,
+                        format!("director `{n}` is not a backend"),
+                    )
+                    .label("a director object")
+                    .hint(format!("pick a backend with `{n}.backend()`")),
                 );
                 return E;
             }
@@ -881,9 +1005,14 @@ impl<'a> Lowerer<'a> {
         }
         match expect {
             Expect::Backend if !n.contains('.') => {
-                let names = self.syms.names_of(|k| matches!(k, SymKind::Backend(_) | SymKind::Director(..)));
-                let hint = did_you_mean(n, names.iter().map(|s| s.as_str())).map(|s| format!("did you mean `{s}`?"))
-                    .or_else(|| (!names.is_empty()).then(|| format!("declared backends: {}", names.join(", "))));
+                let names = self
+                    .syms
+                    .names_of(|k| matches!(k, SymKind::Backend(_) | SymKind::Director(..)));
+                let hint = did_you_mean(n, names.iter().map(|s| s.as_str()))
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .or_else(|| {
+                        (!names.is_empty()).then(|| format!("declared backends: {}", names.join(", ")))
+                    });
                 self.sink.push(
                     Diagnostic::new(Code::UndefinedBackend, span, format!("undefined backend `{n}`"))
                         .label("no backend with this name")
@@ -893,7 +1022,8 @@ impl<'a> Lowerer<'a> {
             }
             Expect::Acl if !n.contains('.') => {
                 let names = self.syms.names_of(|k| matches!(k, SymKind::Acl(_)));
-                let hint = did_you_mean(n, names.iter().map(|s| s.as_str())).map(|s| format!("did you mean `{s}`?"));
+                let hint =
+                    did_you_mean(n, names.iter().map(|s| s.as_str())).map(|s| format!("did you mean `{s}`?"));
                 self.sink.push(
                     Diagnostic::new(Code::UndefinedAcl, span, format!("undefined ACL `{n}`"))
                         .label("no ACL with this name")
@@ -914,7 +1044,9 @@ impl<'a> Lowerer<'a> {
         if let Some(note) = vars::known_unsupported(n) {
             d = d.hint(note);
         } else {
-            let syms = self.syms.names_of(|k| matches!(k, SymKind::Backend(_) | SymKind::Acl(_)));
+            let syms = self
+                .syms
+                .names_of(|k| matches!(k, SymKind::Backend(_) | SymKind::Acl(_)));
             let cands: Vec<&str> = vars::candidates()
                 .map(|s| -> &str { s })
                 .chain(syms.iter().map(|s| s.as_str()))
@@ -922,7 +1054,10 @@ impl<'a> Lowerer<'a> {
             let best = did_you_mean(n, cands.iter().copied());
             d = d.maybe_hint(best.map(|s| format!("did you mean `{s}`?")));
             if let Some((prefix, rest)) = n.split_once('.') {
-                if ["req", "bereq", "beresp", "resp", "obj"].contains(&prefix) && !rest.contains('.') && d.hint.is_none() {
+                if ["req", "bereq", "beresp", "resp", "obj"].contains(&prefix)
+                    && !rest.contains('.')
+                    && d.hint.is_none()
+                {
                     d = d.hint(format!("headers are written `{prefix}.http.{rest}`"));
                 }
             }
@@ -930,7 +1065,14 @@ impl<'a> Lowerer<'a> {
         self.sink.push(d);
     }
 
-    fn binary(&mut self, op: BinOp, op_span: Span, lhs: &ast::Expr, rhs: &ast::Expr, span: Span) -> (Expr, Ty) {
+    fn binary(
+        &mut self,
+        op: BinOp,
+        op_span: Span,
+        lhs: &ast::Expr,
+        rhs: &ast::Expr,
+        span: Span,
+    ) -> (Expr, Ty) {
         match op {
             BinOp::And | BinOp::Or => {
                 let (a, b) = (self.cond(lhs), self.cond(rhs));
@@ -949,9 +1091,18 @@ impl<'a> Lowerer<'a> {
                         let _ = re::compile(pat, rhs.span).map_err(|d| self.sink.push(d));
                         return E;
                     }
-                    let Some(l) = self.stringify(l, lt, lhs.span) else { return E };
+                    let Some(l) = self.stringify(l, lt, lhs.span) else {
+                        return E;
+                    };
                     return match re::compile(pat, rhs.span) {
-                        Ok(regex) => (Expr::Match { subject: Box::new(l), regex: Box::new(regex), negate }, Ty::Bool),
+                        Ok(regex) => (
+                            Expr::Match {
+                                subject: Box::new(l),
+                                matcher: Matcher::new(pat, regex),
+                                negate,
+                            },
+                            Ty::Bool,
+                        ),
                         Err(d) => {
                             self.sink.push(d);
                             E
@@ -963,26 +1114,49 @@ impl<'a> Lowerer<'a> {
                     match (lt, rt) {
                         (Ty::Ip, Ty::Acl) => {
                             let Expr::Const(Value::Int(acl)) = r else { return E };
-                            return (Expr::Acl { subject: Box::new(l), acl: acl as usize, negate }, Ty::Bool);
+                            return (
+                                Expr::Acl {
+                                    subject: Box::new(l),
+                                    acl: acl as usize,
+                                    negate,
+                                },
+                                Ty::Bool,
+                            );
                         }
                         (Ty::Err, _) | (_, Ty::Err) => return E,
                         (_, Ty::Acl) => {
-                            self.mismatch(lhs.span, "IP (ACL match)", lt, Some("ACLs match IP addresses such as `client.ip`".into()));
+                            self.mismatch(
+                                lhs.span,
+                                "IP (ACL match)",
+                                lt,
+                                Some("ACLs match IP addresses such as `client.ip`".into()),
+                            );
                             return E;
                         }
                         _ => {}
                     }
                 }
                 self.sink.push(
-                    Diagnostic::new(Code::TypeMismatch, rhs.span, format!("right side of `{}` must be a regex literal or an ACL", op.as_str()))
-                        .label("expected a string literal or an ACL name")
-                        .hint("regexes are compiled when the policy loads, so they must be literal strings"),
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        rhs.span,
+                        format!(
+                            "right side of `{}` must be a regex literal or an ACL",
+                            op.as_str()
+                        ),
+                    )
+                    .label("expected a string literal or an ACL name")
+                    .hint("regexes are compiled when the policy loads, so they must be literal strings"),
                 );
                 E
             }
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
                 let (l, lt) = self.expr(lhs);
-                let expect = if lt == Ty::Backend { Expect::Backend } else { Expect::Any };
+                let expect = if lt == Ty::Backend {
+                    Expect::Backend
+                } else {
+                    Expect::Any
+                };
                 let (r, rt) = self.expr_expect(rhs, expect);
                 if lt == Ty::Err || rt == Ty::Err {
                     return E;
@@ -1003,8 +1177,14 @@ impl<'a> Lowerer<'a> {
                     (a, b) if a == b && matches!(a, Ty::Bool | Ty::Backend | Ty::Ip) => !ordered,
                     (Ty::Ip, Ty::Str) | (Ty::Str, Ty::Ip) if !ordered => {
                         // A string constant is parsed as an IP where an IP is expected.
-                        let (ip_side, s_side, s_span) = if lt == Ty::Ip { (l, r, rhs.span) } else { (r, l, lhs.span) };
-                        let Some(ipc) = self.coerce(s_side, Ty::Str, Ty::Ip, s_span, None) else { return E };
+                        let (ip_side, s_side, s_span) = if lt == Ty::Ip {
+                            (l, r, rhs.span)
+                        } else {
+                            (r, l, lhs.span)
+                        };
+                        let Some(ipc) = self.coerce(s_side, Ty::Str, Ty::Ip, s_span, None) else {
+                            return E;
+                        };
                         return (Expr::Cmp(cop, Box::new(ip_side), Box::new(ipc)), Ty::Bool);
                     }
                     _ => false,
@@ -1014,9 +1194,9 @@ impl<'a> Lowerer<'a> {
                         (Ty::Duration, Ty::Int | Ty::Real) | (Ty::Int | Ty::Real, Ty::Duration) => {
                             Some("give the number a unit, e.g. `0s`".to_string())
                         }
-                        (Ty::Str, Ty::Int) | (Ty::Int, Ty::Str) => {
-                            Some("compare with a string literal, or convert with `std.integer(STRING, 0)`".into())
-                        }
+                        (Ty::Str, Ty::Int) | (Ty::Int, Ty::Str) => Some(
+                            "compare with a string literal, or convert with `std.integer(STRING, 0)`".into(),
+                        ),
                         _ => None,
                     };
                     self.sink.push(
@@ -1041,8 +1221,12 @@ impl<'a> Lowerer<'a> {
                     return E;
                 }
                 if op == BinOp::Add && (lt == Ty::Str || rt == Ty::Str) {
-                    let Some(l) = self.stringify(l, lt, lhs.span) else { return E };
-                    let Some(r) = self.stringify(r, rt, rhs.span) else { return E };
+                    let Some(l) = self.stringify(l, lt, lhs.span) else {
+                        return E;
+                    };
+                    let Some(r) = self.stringify(r, rt, rhs.span) else {
+                        return E;
+                    };
                     let mut parts = match l {
                         Expr::Concat(p) => p,
                         other => vec![other],
@@ -1079,13 +1263,24 @@ impl<'a> Lowerer<'a> {
                     Some(t) => (Expr::Arith(aop, Box::new(l), Box::new(r)), t),
                     None => {
                         let hint = match (lt, rt) {
-                            (Duration, Int | Real) | (Int | Real, Duration) => Some("give the number a unit, e.g. `10s`".into()),
+                            (Duration, Int | Real) | (Int | Real, Duration) => {
+                                Some("give the number a unit, e.g. `10s`".into())
+                            }
                             _ => None,
                         };
                         self.sink.push(
-                            Diagnostic::new(Code::TypeMismatch, op_span, format!("cannot apply `{}` to {} and {}", op.as_str(), lt.name(), rt.name()))
-                                .label("unsupported operand types")
-                                .maybe_hint(hint),
+                            Diagnostic::new(
+                                Code::TypeMismatch,
+                                op_span,
+                                format!(
+                                    "cannot apply `{}` to {} and {}",
+                                    op.as_str(),
+                                    lt.name(),
+                                    rt.name()
+                                ),
+                            )
+                            .label("unsupported operand types")
+                            .maybe_hint(hint),
                         );
                         let _ = span;
                         E
@@ -1107,17 +1302,25 @@ impl<'a> Lowerer<'a> {
         }
         if funcs::STATEMENT_FUNCS.contains(&name) {
             self.sink.push(
-                Diagnostic::new(Code::TypeMismatch, func.span, format!("`{name}` does not return a value"))
-                    .label("used as a value")
-                    .hint(format!("call it as a statement: `{name}(...);`")),
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    func.span,
+                    format!("`{name}` does not return a value"),
+                )
+                .label("used as a value")
+                .hint(format!("call it as a statement: `{name}(...);`")),
             );
             return E;
         }
         if let Some(note) = funcs::unsupported(name) {
             self.sink.push(
-                Diagnostic::new(Code::Unsupported, func.span, format!("`{name}` is not supported by edgecache"))
-                    .label("not available")
-                    .hint(note),
+                Diagnostic::new(
+                    Code::Unsupported,
+                    func.span,
+                    format!("`{name}` is not supported by edgecache"),
+                )
+                .label("not available")
+                .hint(note),
             );
             return E;
         }
@@ -1151,10 +1354,19 @@ impl<'a> Lowerer<'a> {
                     self.arg_count(span, name, "0");
                     return E;
                 }
-                let recv_span = Span { end: func.span.start + recv.len() as u32, ..func.span };
+                let recv_span = Span {
+                    end: func.span.start + recv.len() as u32,
+                    ..func.span
+                };
                 let (x, t) = self.name(recv, recv_span, Expect::Any);
-                let Some(x) = self.stringify(x, t, recv_span) else { return E };
-                let f = if method == "lower" { Func::ToLower } else { Func::ToUpper };
+                let Some(x) = self.stringify(x, t, recv_span) else {
+                    return E;
+                };
+                let f = if method == "lower" {
+                    Func::ToLower
+                } else {
+                    Func::ToUpper
+                };
                 return (Expr::Call(f, vec![x]), Ty::Str);
             }
         }
@@ -1165,9 +1377,13 @@ impl<'a> Lowerer<'a> {
                 .then(|| format!("vmod `{vmod}` is not available in edgecache"))
         });
         self.sink.push(
-            Diagnostic::new(Code::UnknownFunction, func.span, format!("unknown function `{name}`"))
-                .label("not a known function")
-                .maybe_hint(hint),
+            Diagnostic::new(
+                Code::UnknownFunction,
+                func.span,
+                format!("unknown function `{name}`"),
+            )
+            .label("not a known function")
+            .maybe_hint(hint),
         );
         for a in args {
             let _ = self.expr(&a.value);
@@ -1185,9 +1401,13 @@ impl<'a> Lowerer<'a> {
                     None => {
                         let names: Vec<&str> = sig.params.iter().map(|p| p.name).collect();
                         self.sink.push(
-                            Diagnostic::new(Code::BadArguments, n.span, format!("`{}` has no argument `{}`", sig.name, n.name))
-                                .label("unknown argument")
-                                .hint(format!("arguments: {}", names.join(", "))),
+                            Diagnostic::new(
+                                Code::BadArguments,
+                                n.span,
+                                format!("`{}` has no argument `{}`", sig.name, n.name),
+                            )
+                            .label("unknown argument")
+                            .hint(format!("arguments: {}", names.join(", "))),
                         );
                         return E;
                     }
@@ -1209,7 +1429,11 @@ impl<'a> Lowerer<'a> {
         for (p, a) in sig.params.iter().zip(slots) {
             match a {
                 Some(a) => {
-                    let expect = if p.ty == Ty::Backend { Expect::Backend } else { Expect::Any };
+                    let expect = if p.ty == Ty::Backend {
+                        Expect::Backend
+                    } else {
+                        Expect::Any
+                    };
                     let (x, t) = self.expr_expect(&a.value, expect);
                     match self.coerce(x, t, p.ty, a.value.span, None) {
                         Some(x) => out.push(x),
@@ -1219,8 +1443,12 @@ impl<'a> Lowerer<'a> {
                 None if p.optional => out.push(Expr::Const(Value::Unset)),
                 None => {
                     self.sink.push(
-                        Diagnostic::new(Code::BadArguments, func.span, format!("`{}` is missing argument `{}`", sig.name, p.name))
-                            .label(format!("needs `{}` ({})", p.name, p.ty.name())),
+                        Diagnostic::new(
+                            Code::BadArguments,
+                            func.span,
+                            format!("`{}` is missing argument `{}`", sig.name, p.name),
+                        )
+                        .label(format!("needs `{}` ({})", p.name, p.ty.name())),
                     );
                     failed = true;
                 }
@@ -1250,8 +1478,12 @@ impl<'a> Lowerer<'a> {
             },
             _ => {
                 self.sink.push(
-                    Diagnostic::new(Code::TypeMismatch, pat.span, format!("the regex of `{fname}` must be a string literal"))
-                        .label("expected a literal such as \"^/old/(.*)\""),
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        pat.span,
+                        format!("the regex of `{fname}` must be a string literal"),
+                    )
+                    .label("expected a literal such as \"^/old/(.*)\""),
                 );
                 None
             }
@@ -1259,13 +1491,20 @@ impl<'a> Lowerer<'a> {
         let (r, rt) = self.expr(&args[2].value);
         let s = self.stringify(s, st, args[0].value.span);
         let r = self.stringify(r, rt, args[2].value.span);
-        let (Some(s), Some(regex), Some(r)) = (s, regex, r) else { return E };
+        let (Some(s), Some(regex), Some(r)) = (s, regex, r) else {
+            return E;
+        };
         let replacement = match fold::expr(r) {
             Expr::Const(Value::Str(c)) => Replacement::Const(re::convert_replacement(&c)),
             other => Replacement::Dynamic(Box::new(other)),
         };
         (
-            Expr::Regsub { subject: Box::new(s), regex: Box::new(regex), replacement, all },
+            Expr::Regsub {
+                subject: Box::new(s),
+                regex: Box::new(regex),
+                replacement,
+                all,
+            },
             Ty::Str,
         )
     }

@@ -41,10 +41,8 @@ pub(crate) fn var_access(v: Var) -> Access {
 
         BerespAge | BerespBackendName | BerespProto | BerespWas304 => acc(BERESP, NONE, NONE),
         BerespBody => acc(NONE, BE_ERROR, NONE),
-        BerespDoEsi | BerespDoGunzip | BerespDoGzip | BerespDoStream | BerespGrace
-        | BerespKeep | BerespReason | BerespStatus | BerespTtl | BerespUncacheable => {
-            acc(BERESP, BERESP, NONE)
-        }
+        BerespDoEsi | BerespDoGunzip | BerespDoGzip | BerespDoStream | BerespGrace | BerespKeep
+        | BerespReason | BerespStatus | BerespTtl | BerespUncacheable => acc(BERESP, BERESP, NONE),
 
         ObjAge | ObjGrace | ObjHits | ObjKeep | ObjTtl => acc(OBJ, NONE, NONE),
         ObjProto | ObjReason | ObjStatus => acc(HIT, NONE, NONE),
@@ -57,8 +55,8 @@ pub(crate) fn var_access(v: Var) -> Access {
 }
 
 pub(crate) fn header_access(scope: Scope, name: &str) -> Access {
-    let protected = name.eq_ignore_ascii_case("content-length")
-        || name.eq_ignore_ascii_case("transfer-encoding");
+    let protected =
+        name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding");
     let all = match scope {
         Scope::Req => CLIENT,
         Scope::Bereq => BACKEND,
@@ -145,7 +143,9 @@ pub(crate) fn known_unsupported(name: &str) -> Option<&'static str> {
         _ if n.starts_with("sess.") => "`sess.*` timeouts are not supported by edgecache",
         _ if n.starts_with("storage.") => "`storage.*` is not supported by edgecache",
         _ if n.ends_with(".filters") => "filters are not supported by edgecache",
-        _ if n == "server.health" => "`server.health` does not exist in Varnish 4+; use `std.healthy(req.backend_hint)`",
+        _ if n == "server.health" => {
+            "`server.health` does not exist in Varnish 4+; use `std.healthy(req.backend_hint)`"
+        }
         _ => return None,
     })
 }

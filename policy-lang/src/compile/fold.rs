@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::ir::{ArithOp, CmpOp, Expr, Stmt};
+use super::ir::{ArithOp, Expr, Stmt};
 use crate::eval::{self, Value};
 
 pub(crate) fn stmt(s: Stmt) -> Stmt {
@@ -102,18 +102,14 @@ pub(crate) fn expr(e: Expr) -> Expr {
         },
         Expr::Match {
             subject,
-            regex,
+            matcher,
             negate,
         } => Expr::Match {
             subject: Box::new(expr(*subject)),
-            regex,
+            matcher,
             negate,
         },
-        Expr::Acl {
-            subject,
-            acl,
-            negate,
-        } => Expr::Acl {
+        Expr::Acl { subject, acl, negate } => Expr::Acl {
             subject: Box::new(expr(*subject)),
             acl,
             negate,
@@ -133,6 +129,3 @@ pub(crate) fn expr(e: Expr) -> Expr {
         other => other,
     }
 }
-
-#[allow(dead_code)]
-fn _cmp_is_used(_: CmpOp) {}

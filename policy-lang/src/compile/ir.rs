@@ -68,7 +68,7 @@ pub(crate) enum Expr {
     Cmp(CmpOp, Box<Expr>, Box<Expr>),
     Match {
         subject: Box<Expr>,
-        regex: Box<Regex>,
+        matcher: Matcher,
         negate: bool,
     },
     Acl {
@@ -118,4 +118,108 @@ pub(crate) enum Stmt {
     /// A call evaluated for its effect.
     Eval(Expr),
     Block(Vec<Stmt>),
+}
+
+/// A compiled `~` pattern. Literal patterns (`"^/admin"`, `"\\.css$"`,
+/// `"wordpress_logged_in"`) skip the regex engine.
+#[derive(Debug)]
+pub(crate) enum Matcher {
+    Exact(String),
+    Prefix(String),
+    Suffix(String),
+    Contains(String),
+    Regex(Box<Regex>),
+}
+
+impl Matcher {
+    pub fn new(pattern: &str, regex: Regex) -> Matcher {
+        match literal_form(pattern) {
+            Some((true, lit, true)) => Matcher::Exact(lit),
+            Some((true, lit, false)) => Matcher::Prefix(lit),
+            Some((false, lit, true)) => Matcher::Suffix(lit),
+            Some((false, lit, false)) => Matcher::Contains(lit),
+            None => Matcher::Regex(Box::new(regex)),
+        }
+    }
+
+    #[inline]
+    pub fn is_match(&self, s: &str) -> bool {
+        match self {
+            Matcher::Exact(l) => s == l,
+            Matcher::Prefix(l) => s.starts_with(l.as_str()),
+            Matcher::Suffix(l) => s.ends_with(l.as_str()),
+            Matcher::Contains(l) => s.contains(l.as_str()),
+            Matcher::Regex(r) => r.is_match(s),
+        }
+    }
+}
+
+/// `(anchored at start, literal, anchored at end)` when the pattern is a
+/// plain (possibly escaped) literal.
+fn literal_form(p: &str) -> Option<(bool, String, bool)> {
+    let (start, p) = match p.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, p),
+    };
+    let mut lit = String::with_capacity(p.len());
+    let mut chars = p.chars().peekable();
+    let mut end = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) if e.is_ascii_punctuation() => lit.push(e),
+                _ => return None,
+            },
+            '$' if chars.peek().is_none() => end = true,
+            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' => return None,
+            c => lit.push(c),
+        }
+    }
+    Some((start, lit, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(p: &str) -> Matcher {
+        Matcher::new(p, Regex::new(p).unwrap())
+    }
+
+    #[test]
+    fn literal_fast_paths_agree_with_regex() {
+        for (p, kind) in [
+            ("^/admin", "prefix"),
+            ("\\.css$", "suffix"),
+            ("^/exact$", "exact"),
+            ("wordpress_logged_in", "contains"),
+            ("(?i)\\.css$", "regex"),
+            ("^/a.b", "regex"),
+            ("\\d+", "regex"),
+        ] {
+            let matcher = m(p);
+            let got = match matcher {
+                Matcher::Exact(_) => "exact",
+                Matcher::Prefix(_) => "prefix",
+                Matcher::Suffix(_) => "suffix",
+                Matcher::Contains(_) => "contains",
+                Matcher::Regex(_) => "regex",
+            };
+            assert_eq!(got, kind, "{p}");
+            let re = Regex::new(p).unwrap();
+            for s in [
+                "/admin",
+                "/admin/x",
+                "/x.css",
+                "/exact",
+                "a wordpress_logged_in=1",
+                "/a.b",
+                "/axb",
+                "12",
+                "",
+            ] {
+                assert_eq!(matcher.is_match(s), re.is_match(s), "{p} on {s}");
+            }
+        }
+    }
 }

@@ -119,10 +119,7 @@ impl SourceMap {
     }
 
     pub fn files(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
-        self.files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (FileId(i as u32), f))
+        self.files.iter().enumerate().map(|(i, f)| (FileId(i as u32), f))
     }
 
     pub fn find(&self, name: &str) -> Option<FileId> {
@@ -134,9 +131,7 @@ impl SourceMap {
 
     pub fn text(&self, span: Span) -> &str {
         let f = self.get(span.file);
-        f.text
-            .get(span.start as usize..span.end as usize)
-            .unwrap_or("")
+        f.text.get(span.start as usize..span.end as usize).unwrap_or("")
     }
 }
 

@@ -9,9 +9,7 @@ use crate::compile::ir::{Expr, Func};
 use crate::compile::{Director, DirectorKind, Program};
 
 pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn Context) -> Value<'a> {
-    let arg = |i: usize| -> Value<'a> {
-        args.get(i).map(|e| p.eval(e, ctx)).unwrap_or(Value::Unset)
-    };
+    let arg = |i: usize| -> Value<'a> { args.get(i).map(|e| p.eval(e, ctx)).unwrap_or(Value::Unset) };
     let s0 = || -> Cow<'a, str> {
         match arg(0) {
             Value::Str(s) => s,

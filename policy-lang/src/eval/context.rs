@@ -75,6 +75,11 @@ macro_rules! vars {
                 match self { $(Var::$var => $name,)* }
             }
 
+            /// Dense index (declaration order), for slot tables in contexts.
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
             /// The type of the values `get` returns and `set` receives.
             pub fn value_type(self) -> ValueType {
                 match self { $(Var::$var => ValueType::$ty,)* }

@@ -213,27 +213,21 @@ impl Program {
             }
             Expr::Match {
                 subject,
-                regex,
+                matcher,
                 negate,
             } => {
                 let v = self.eval(subject, ctx);
-                let m = regex.is_match(v.as_str().unwrap_or(""));
+                let m = matcher.is_match(v.as_str().unwrap_or(""));
                 Value::Bool(m != *negate)
             }
-            Expr::Acl {
-                subject,
-                acl,
-                negate,
-            } => {
+            Expr::Acl { subject, acl, negate } => {
                 let m = match self.eval(subject, ctx) {
                     Value::Ip(ip) => self.acls[*acl].matches(ip),
                     _ => false,
                 };
                 Value::Bool(m != *negate)
             }
-            Expr::And(a, b) => {
-                Value::Bool(self.eval(a, ctx).truthy() && self.eval(b, ctx).truthy())
-            }
+            Expr::And(a, b) => Value::Bool(self.eval(a, ctx).truthy() && self.eval(b, ctx).truthy()),
             Expr::Or(a, b) => Value::Bool(self.eval(a, ctx).truthy() || self.eval(b, ctx).truthy()),
             Expr::Not(a) => Value::Bool(!self.eval(a, ctx).truthy()),
             Expr::Call(f, args) => builtins::call(self, *f, args, ctx),
@@ -302,9 +296,7 @@ pub(crate) fn arith(op: ArithOp, a: &Value<'_>, b: &Value<'_>) -> Option<Value<'
         (ArithOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(*y)),
         (ArithOp::Div, Int(x), Int(y)) => Int(if *y == 0 { 0 } else { x.wrapping_div(*y) }),
         (ArithOp::Rem, Int(x), Int(y)) => Int(if *y == 0 { 0 } else { x.wrapping_rem(*y) }),
-        (op, Int(_) | Real(_), Int(_) | Real(_)) => {
-            Real(num(op, a.as_real()?, b.as_real()?))
-        }
+        (op, Int(_) | Real(_), Int(_) | Real(_)) => Real(num(op, a.as_real()?, b.as_real()?)),
         (op @ (ArithOp::Add | ArithOp::Sub), Duration(x), Duration(y)) => Duration(num(op, *x, *y)),
         (ArithOp::Add, Bytes(x), Bytes(y)) => Bytes(x.saturating_add(*y)),
         (ArithOp::Sub, Bytes(x), Bytes(y)) => Bytes(x.saturating_sub(*y)),
@@ -347,10 +339,9 @@ pub(crate) fn compare(op: CmpOp, a: &Value<'_>, b: &Value<'_>) -> bool {
             Some(x.cmp(y))
         }
         (Int(x), Int(y)) => Some(x.cmp(y)),
-        (Int(_) | Real(_), Int(_) | Real(_)) => a
-            .as_real()
-            .zip(b.as_real())
-            .and_then(|(x, y)| x.partial_cmp(&y)),
+        (Int(_) | Real(_), Int(_) | Real(_)) => {
+            a.as_real().zip(b.as_real()).and_then(|(x, y)| x.partial_cmp(&y))
+        }
         (Duration(x), Duration(y)) | (Time(x), Time(y)) => x.partial_cmp(y),
         (Bytes(x), Bytes(y)) => Some(x.cmp(y)),
         (Bool(x), Bool(y)) => Some(x.cmp(y)),

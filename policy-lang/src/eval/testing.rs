@@ -2,7 +2,6 @@
 //! (`feature = "test-util"`).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use http::HeaderName;
@@ -10,12 +9,13 @@ use http::HeaderName;
 use super::{BackendId, Context, Scope, Value, Var};
 use crate::ban::BanExpr;
 
-/// Records every effect a program has; variables and headers live in maps.
+/// Records every effect a program has. Variables live in a slot per [`Var`];
+/// headers in one list (cheap to scan for the handful a test sets).
 #[derive(Debug, Clone, Default)]
 pub struct TestContext {
-    pub vars: HashMap<Var, Value<'static>>,
-    /// Per scope, in insertion order; a name may repeat (multi-valued header).
-    pub headers: HashMap<Scope, Vec<(HeaderName, String)>>,
+    vars: Vec<Value<'static>>,
+    /// In insertion order; a name may repeat (multi-valued header).
+    pub headers: Vec<(Scope, HeaderName, String)>,
     pub hash: Vec<String>,
     pub body: Option<String>,
     pub bans: Vec<BanExpr>,
@@ -62,29 +62,49 @@ impl TestContext {
     }
 
     pub fn var(mut self, var: Var, value: Value<'static>) -> TestContext {
-        self.vars.insert(var, value);
+        self.put(var, value);
         self
+    }
+
+    fn put(&mut self, var: Var, value: Value<'static>) {
+        let i = var.index();
+        if self.vars.len() <= i {
+            self.vars.resize(Var::ALL.len(), Value::Unset);
+        }
+        self.vars[i] = value;
+    }
+
+    /// Every variable that has a value, in declaration order.
+    pub fn vars(&self) -> impl Iterator<Item = (Var, &Value<'static>)> {
+        Var::ALL
+            .iter()
+            .zip(&self.vars)
+            .filter(|(_, v)| **v != Value::Unset)
+            .map(|(k, v)| (*k, v))
+    }
+
+    /// Drops every header of `scope`.
+    pub fn clear_headers(&mut self, scope: Scope) {
+        self.headers.retain(|(s, _, _)| *s != scope);
     }
 
     /// Adds a header value (a second call with the same name adds a value).
     pub fn header(mut self, scope: Scope, name: &str, value: &str) -> TestContext {
         let name = HeaderName::from_bytes(name.as_bytes()).expect("valid header name");
-        self.headers
-            .entry(scope)
-            .or_default()
-            .push((name, value.to_string()));
+        self.headers.push((scope, name, value.to_string()));
         self
     }
 
     /// Moves `req.*` to `bereq.*`, the way the runtime builds a backend request.
     pub fn to_backend(mut self) -> TestContext {
-        if let Some(h) = self.headers.remove(&Scope::Req) {
-            self.headers.insert(Scope::Bereq, h);
+        for h in &mut self.headers {
+            if h.0 == Scope::Req {
+                h.0 = Scope::Bereq;
+            }
         }
         for (from, to) in [(Var::ReqUrl, Var::BereqUrl), (Var::ReqMethod, Var::BereqMethod)] {
-            if let Some(v) = self.vars.get(&from).cloned() {
-                self.vars.insert(to, v);
-            }
+            let v = self.get_var(from);
+            self.put(to, v);
         }
         self
     }
@@ -95,13 +115,13 @@ impl TestContext {
     }
 
     pub fn get_var(&self, var: Var) -> Value<'static> {
-        self.vars.get(&var).cloned().unwrap_or(Value::Unset)
+        self.vars.get(var.index()).cloned().unwrap_or(Value::Unset)
     }
 }
 
 impl Context for TestContext {
     fn get(&self, var: Var) -> Value<'_> {
-        match self.vars.get(&var) {
+        match self.vars.get(var.index()) {
             Some(Value::Str(s)) => Value::Str(Cow::Borrowed(s.as_ref())),
             Some(v) => v.clone(),
             None => Value::Unset,
@@ -109,41 +129,37 @@ impl Context for TestContext {
     }
 
     fn set(&mut self, var: Var, value: Value<'static>) {
-        self.vars.insert(var, value);
+        self.put(var, value);
     }
 
     fn unset(&mut self, var: Var) {
-        self.vars.remove(&var);
+        self.put(var, Value::Unset);
         self.unset_vars.push(var);
     }
 
     fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
-        let list = self.headers.get(&scope)?;
-        let mut found = list.iter().filter(|(n, _)| n == name);
+        let mut found = self.headers.iter().filter(|(s, n, _)| *s == scope && n == name);
         let first = found.next()?;
-        let rest: Vec<&str> = found.map(|(_, v)| v.as_str()).collect();
-        if rest.is_empty() {
-            Some(Cow::Borrowed(first.1.as_str()))
-        } else {
-            let mut s = first.1.clone();
-            for r in rest {
-                s.push_str(", ");
-                s.push_str(r);
+        match found.next() {
+            None => Some(Cow::Borrowed(first.2.as_str())),
+            Some(second) => {
+                let mut s = format!("{}, {}", first.2, second.2);
+                for (_, _, v) in found {
+                    s.push_str(", ");
+                    s.push_str(v);
+                }
+                Some(Cow::Owned(s))
             }
-            Some(Cow::Owned(s))
         }
     }
 
     fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
-        let list = self.headers.entry(scope).or_default();
-        list.retain(|(n, _)| n != name);
-        list.push((name.clone(), value));
+        self.unset_header(scope, name);
+        self.headers.push((scope, name.clone(), value));
     }
 
     fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
-        if let Some(list) = self.headers.get_mut(&scope) {
-            list.retain(|(n, _)| n != name);
-        }
+        self.headers.retain(|(s, n, _)| !(*s == scope && n == name));
     }
 
     fn hash_data(&mut self, data: &str) {

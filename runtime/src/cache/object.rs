@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
 use super::rules::age;
+use super::rules::control::ResponseDirectives;
 
 /// Response metadata fixed when the origin's headers arrive; shared by the stored object and
 /// by requests served while the body is still streaming in.
@@ -22,10 +23,10 @@ pub struct ObjectHead {
     pub initial_age: Duration,
     /// Freshness lifetime (RFC 9111 §4.2.1), after the policy's `beresp.ttl`.
     pub ttl: Duration,
-    /// How long past `ttl` the object may still be served while the origin is refreshed or down.
-    pub grace: Duration,
-    /// How long past `ttl + grace` the object is kept for conditional revalidation.
-    pub keep: Duration,
+    /// How long the store keeps it from insertion (freshness left, stale windows, keep).
+    pub retention: Duration,
+    /// The response's cache directives, for the stale and revalidation rules.
+    pub directives: ResponseDirectives,
     /// The `Vary` fingerprint of the request that fetched it (`None` = no `Vary`).
     pub variant: Option<Bytes>,
 }
@@ -34,17 +35,6 @@ impl ObjectHead {
     /// The object's age at `now` (RFC 9111 §4.2.3 `current_age`).
     pub fn age_at(&self, now: SystemTime) -> Duration {
         age::current_age(self.initial_age, self.response_time, now)
-    }
-
-    /// Whether the object is fresh at `now`.
-    pub fn is_fresh_at(&self, now: SystemTime) -> bool {
-        self.age_at(now) < self.ttl
-    }
-
-    /// How long the store should keep the object from insertion: the rest of its freshness
-    /// plus grace and keep.
-    pub fn retention(&self) -> Duration {
-        self.ttl.saturating_sub(self.initial_age) + self.grace + self.keep
     }
 }
 

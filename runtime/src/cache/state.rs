@@ -8,6 +8,12 @@ pub enum CacheState {
     Hit,
     /// Looked up, not found, fetched from the origin.
     Miss,
+    /// Served from a stored object past its freshness: `stale-while-revalidate` (a refresh
+    /// runs in the background), `stale-if-error` or grace (the origin failed), or the client's
+    /// `max-stale`.
+    Stale,
+    /// A stale object the origin confirmed with `304 Not Modified`.
+    Revalidated,
     /// Not looked up or not storable: went to the origin, nothing stored.
     Pass,
     /// Answered by edgecache itself (purge, error page, policy `synth`).
@@ -20,6 +26,8 @@ impl CacheState {
         match self {
             CacheState::Hit => "HIT",
             CacheState::Miss => "MISS",
+            CacheState::Stale => "STALE",
+            CacheState::Revalidated => "REVALIDATED",
             CacheState::Pass => "PASS",
             CacheState::Synth => "SYNTH",
         }

@@ -31,7 +31,7 @@ impl Variants {
     fn retention(&self) -> Duration {
         self.objects
             .iter()
-            .map(|o| o.head.retention())
+            .map(|o| o.head.retention)
             .max()
             .unwrap_or_default()
     }

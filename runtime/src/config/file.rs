@@ -14,6 +14,10 @@
 //! purge_allow = ["127.0.0.1/8", "::1"]
 //! cache_status_header = "X-Cache"
 //! store_set_cookie = false
+//! grace = "10s"
+//! keep = "10m"
+//! ignore_request_cache_control = false
+//! targeted_cache_control = "CDN-Cache-Control"   # "" disables
 //! log_format = "compact"   # or "json"
 //! ```
 
@@ -60,6 +64,10 @@ pub struct FileConfig {
     coalesce_wait: Option<Quantity>,
     shutdown_grace: Option<Quantity>,
     store_set_cookie: Option<bool>,
+    grace: Option<Quantity>,
+    keep: Option<Quantity>,
+    ignore_request_cache_control: Option<bool>,
+    targeted_cache_control: Option<String>,
     log_format: Option<String>,
 }
 
@@ -158,6 +166,23 @@ impl FileConfig {
         )?;
         duration("coalesce_wait", self.coalesce_wait, &mut config.coalesce_wait)?;
         duration("shutdown_grace", self.shutdown_grace, &mut config.shutdown_grace)?;
+        duration("grace", self.grace, &mut config.grace)?;
+        duration("keep", self.keep, &mut config.keep)?;
+        if let Some(ignore) = self.ignore_request_cache_control {
+            config.ignore_request_cache_control = ignore;
+        }
+        if let Some(name) = self.targeted_cache_control {
+            config.targeted_cache_control = match name.as_str() {
+                "" => None,
+                name => Some(name.parse().map_err(|_| {
+                    ConfigError::new(
+                        "targeted_cache_control",
+                        format!("`{name}` is not a header name"),
+                        "a field name such as \"CDN-Cache-Control\", or \"\" to disable",
+                    )
+                })?),
+            };
+        }
         if let Some(threads) = self.threads {
             if threads == 0 {
                 return Err(ConfigError::new(

@@ -99,6 +99,17 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Store responses carrying `Set-Cookie`. Default false, as Varnish's builtin VCL.
     pub store_set_cookie: bool,
+    /// How long past its freshness an object may be served when the origin fails (Varnish's
+    /// `default_grace`). Never applies to responses that forbid stale serving. Default 10 s.
+    pub grace: Duration,
+    /// How long past freshness and grace an object with a validator is kept for conditional
+    /// revalidation (Varnish's `default_keep`). Default 10 min.
+    pub keep: Duration,
+    /// Ignore the request's `Cache-Control` / `Pragma` (clients cannot force refreshes).
+    pub ignore_request_cache_control: bool,
+    /// The targeted cache-control field (RFC 9213) that overrides `Cache-Control` for this
+    /// cache and is not forwarded to clients. Default `CDN-Cache-Control`; `None` disables it.
+    pub targeted_cache_control: Option<HeaderName>,
     /// Access log format.
     pub log_format: LogFormat,
 }
@@ -123,6 +134,10 @@ impl Default for Config {
             coalesce_wait: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             store_set_cookie: false,
+            grace: Duration::from_secs(10),
+            keep: Duration::from_secs(600),
+            ignore_request_cache_control: false,
+            targeted_cache_control: Some(HeaderName::from_static("cdn-cache-control")),
             log_format: LogFormat::Compact,
         }
     }

@@ -11,11 +11,12 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
-use super::{fetch, synth, Shared};
+use super::{fetch, respond, synth, Shared};
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
 use crate::cache::key::CacheKey;
-use crate::cache::object::ObjectHead;
+use crate::cache::rules::control::RequestDirectives;
+use crate::cache::rules::stale::{self, Reuse, StaleSituation};
 use crate::cache::state::CacheState;
 use crate::cache::store::variant_matches;
 
@@ -87,7 +88,7 @@ fn builtin_recv(request: &Request<Incoming>) -> Recv {
 }
 
 /// Varnish's builtin `vcl_hash`: the host and the URL.
-fn default_key<B>(request: &Request<B>) -> CacheKey {
+pub(super) fn default_key<B>(request: &Request<B>) -> CacheKey {
     let host = request
         .headers()
         .get(header::HOST)
@@ -104,38 +105,73 @@ async fn lookup(
     request: Request<Incoming>,
 ) -> (Response<ProxyBody>, CacheState) {
     let key = default_key(&request);
-    let head_only = request.method() == Method::HEAD;
+    let wanted = RequestDirectives::from_headers(request.headers());
+    let ignore_request = shared.ignore_request_cache_control;
     for _ in 0..MAX_LOOKUPS {
         let now = SystemTime::now();
-        if let Some(object) = shared.store.lookup(&key, request.headers()) {
-            if object.head.is_fresh_at(now) {
+        let stored = shared.store.lookup(&key, request.headers());
+        if let Some(object) = &stored {
+            let head = &object.head;
+            let age = head.age_at(now);
+            let serve = match stale::freshness_for_request(
+                head.ttl,
+                age,
+                &head.directives,
+                &wanted,
+                ignore_request,
+            ) {
+                Reuse::Fresh => Some(CacheState::Hit),
+                Reuse::StaleAllowed => Some(CacheState::Stale),
+                Reuse::Revalidate => {
+                    let grant = stale::may_serve_stale(
+                        StaleSituation::Revalidating,
+                        head.ttl,
+                        age,
+                        &head.directives,
+                        &wanted,
+                        shared.grace,
+                        ignore_request,
+                    );
+                    grant.map(|_| {
+                        fetch::refresh_in_background(shared, client, &request, key.clone(), object.clone());
+                        CacheState::Stale
+                    })
+                }
+            };
+            if let Some(state) = serve {
                 object.record_hit();
-                let body = if head_only {
-                    ProxyBody::empty()
-                } else {
-                    ProxyBody::full(object.body.clone())
-                };
-                return (deliver(&object.head, body, now), CacheState::Hit);
+                return (
+                    respond::from_object(object, request.method(), request.headers(), now),
+                    state,
+                );
             }
+        }
+        if wanted.only_if_cached && !ignore_request {
+            return (
+                synth::plain(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "only-if-cached: no stored response can be used",
+                ),
+                CacheState::Synth,
+            );
         }
         if shared.coalescer.is_hit_for_pass(&key) {
             let (parts, _) = request.into_parts();
-            return fetch::miss(shared, client, parts, key, None).await;
+            return fetch::miss(shared, client, parts, key, None, stored).await;
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
                 let (parts, _) = request.into_parts();
-                return fetch::miss(shared, client, parts, key, Some(leader)).await;
+                return fetch::miss(shared, client, parts, key, Some(leader), stored).await;
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait).await {
                 FetchOutcome::Streaming { head, rule, body } => {
                     if variant_matches(&rule, request.headers(), &head.variant) {
-                        let body = if head_only {
-                            ProxyBody::empty()
-                        } else {
-                            body.reader()
-                        };
-                        return (deliver(&head, body, SystemTime::now()), CacheState::Hit);
+                        let now = SystemTime::now();
+                        let body = body.reader();
+                        let response =
+                            respond::from_head(&head, body, request.method(), request.headers(), now);
+                        return (response, CacheState::Hit);
                     }
                 }
                 FetchOutcome::Uncacheable => {
@@ -145,19 +181,9 @@ async fn lookup(
             },
         }
     }
+    let stored = shared.store.lookup(&key, request.headers());
     let (parts, _) = request.into_parts();
-    fetch::miss(shared, client, parts, key, None).await
-}
-
-/// A response from a stored (or streaming) object, with its current `Age`.
-pub(super) fn deliver(head: &ObjectHead, body: ProxyBody, now: SystemTime) -> Response<ProxyBody> {
-    let mut response = Response::new(body);
-    *response.status_mut() = head.status;
-    *response.headers_mut() = head.headers.clone();
-    response
-        .headers_mut()
-        .insert(header::AGE, HeaderValue::from(head.age_at(now).as_secs()));
-    response
+    fetch::miss(shared, client, parts, key, None, stored).await
 }
 
 /// `PURGE`: removes every variant of the URL, for clients in the allow list.

@@ -6,25 +6,25 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use tokio::sync::oneshot;
 
-use super::driver::deliver;
-use super::{headers, synth, Shared};
+use super::{headers, respond, synth, Shared};
 use crate::backend::{BackendError, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
-use crate::cache::coalesce::{FetchOutcome, Leader};
+use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
 use crate::cache::object::{CachedObject, ObjectHead};
-use crate::cache::rules::control::ResponseDirectives;
+use crate::cache::rules::control::{RequestDirectives, ResponseDirectives};
+use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
-use crate::cache::rules::{self, age, freshness, storable};
+use crate::cache::rules::{self, age, conditional, freshness, invalidate, storable};
 use crate::cache::state::CacheState;
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
@@ -58,9 +58,17 @@ fn empty_body() -> OutgoingBody {
 }
 
 /// An origin response relayed as it is, minus hop-by-hop fields, plus `Via`.
-fn relay(response: Response<TimedBody>, head_only: bool) -> Response<ProxyBody> {
+/// The targeted cache-control field (RFC 9213 §2) is for this cache alone and is removed too.
+fn relay(
+    response: Response<TimedBody>,
+    head_only: bool,
+    targeted: Option<&HeaderName>,
+) -> Response<ProxyBody> {
     let (mut parts, body) = response.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers);
+    if let Some(targeted) = targeted {
+        parts.headers.remove(targeted);
+    }
     headers::append_via(&mut parts.headers, parts.version);
     let body = if head_only {
         ProxyBody::empty()
@@ -85,52 +93,162 @@ pub(super) async fn pass(
     let body = body.map_err(Into::into).boxed_unsync();
     let bereq = backend_request(&parts, client.ip(), parts.method.clone(), body);
     match shared.backend.send(bereq).await {
-        Ok(response) => relay(response, parts.method == Method::HEAD),
+        Ok(response) => {
+            invalidate_after(shared, &parts, &response);
+            relay(response, parts.method == Method::HEAD, shared.targeted())
+        }
         Err(error) => failure(&error),
+    }
+}
+
+/// RFC 9111 §4.4: a non-error response to an unsafe method invalidates the stored responses
+/// for the target URI and the same-origin `Location` / `Content-Location`.
+fn invalidate_after<B>(shared: &Shared, request: &Parts, response: &Response<B>) {
+    if !invalidate::is_unsafe(&request.method) {
+        return;
+    }
+    let host = request
+        .headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .or_else(|| request.uri.authority().map(|a| a.as_str()));
+    let Some(host) = host else { return };
+    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let Ok(absolute) = format!("http://{host}{target}").parse::<http::Uri>() else {
+        return;
+    };
+    let targets =
+        invalidate::invalidation_targets(&request.method, response.status(), &absolute, response.headers());
+    for uri in targets {
+        let host = uri.authority().map_or(host, |a| a.as_str());
+        let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let key = CacheKey::from_host_and_target(host, target);
+        shared.store.purge(&key);
+        shared.coalescer.clear_hit_for_pass(&key);
+        tracing::debug!(%uri, method = %request.method, "invalidated");
     }
 }
 
 /// What the fetch task hands the request that started it.
 enum Delivery {
+    /// A storable response, streaming into the cache.
     Stored {
         head: Arc<ObjectHead>,
         body: Arc<SharedBody>,
     },
+    /// The stale object, confirmed by a 304 and stored again with the new headers.
+    Revalidated(Arc<CachedObject>),
+    /// Not storable: relay it.
     Passed(Response<TimedBody>),
     Failed(BackendError),
 }
 
-/// Fetches `key` from the origin for a lookup that missed; stores the response when it may.
-/// `leader` is the coalescing role, `None` for keys remembered as hit-for-pass.
+/// Fields of the client's request that must not reach the origin on a cache fill: the cache
+/// wants the whole current representation, and answers the client's conditionals and ranges
+/// itself from what it stores.
+const CLIENT_PRECONDITIONS: [header::HeaderName; 6] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+    header::RANGE,
+];
+
+/// The origin request for a cache fill of `parts`: always GET (a HEAD miss fetches the whole
+/// object so the GETs that follow hit), the client's preconditions replaced by the cache's own
+/// when a stale object with validators is being revalidated.
+fn fill_request(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) -> Request<OutgoingBody> {
+    let mut bereq = backend_request(parts, client, Method::GET, empty_body());
+    let headers = bereq.headers_mut();
+    for name in &CLIENT_PRECONDITIONS {
+        headers.remove(name);
+    }
+    if let Some(stale) = stale {
+        headers.extend(conditional::conditional_request_headers(&stale.head.headers));
+    }
+    bereq
+}
+
+/// The stale object, if the rules let it answer after the origin failed (RFC 5861 §4, grace).
+fn stale_on_error<'a>(
+    shared: &Shared,
+    stale: Option<&'a Arc<CachedObject>>,
+    request: &http::HeaderMap,
+) -> Option<&'a Arc<CachedObject>> {
+    let object = stale?;
+    let head = &object.head;
+    let wanted = RequestDirectives::from_headers(request);
+    let grant = stale::may_serve_stale(
+        StaleSituation::OriginError,
+        head.ttl,
+        head.age_at(SystemTime::now()),
+        &head.directives,
+        &wanted,
+        shared.grace,
+        shared.ignore_request_cache_control,
+    );
+    grant.map(|grant| {
+        tracing::info!(grant = grant.as_str(), "origin failed: serving the stale object");
+        object
+    })
+}
+
+/// Fetches `key` from the origin for a lookup that missed or found only a stale object
+/// (`stale`, revalidated with a conditional request when it has validators); stores the
+/// response when it may. `leader` is the coalescing role, `None` for keys remembered as
+/// hit-for-pass.
 pub(super) async fn miss(
     shared: &Arc<Shared>,
     client: SocketAddr,
     parts: Parts,
     key: CacheKey,
     leader: Option<Leader>,
+    stale: Option<Arc<CachedObject>>,
 ) -> (Response<ProxyBody>, CacheState) {
-    let head_only = parts.method == Method::HEAD;
-    // A HEAD miss fetches the whole object so the GETs that follow hit.
-    let bereq = backend_request(&parts, client.ip(), Method::GET, empty_body());
+    let method = parts.method.clone();
+    let request_headers = parts.headers.clone();
+    let bereq = fill_request(&parts, client.ip(), stale.as_deref());
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
         shared: shared.clone(),
         key,
         leader,
         request: parts,
+        stale: stale.clone(),
     };
     tokio::spawn(task.run(bereq, delivered));
+    let now = SystemTime::now();
     match delivery.await {
         Ok(Delivery::Stored { head, body }) => {
-            let body = if head_only {
-                ProxyBody::empty()
-            } else {
-                body.reader()
-            };
-            (deliver(&head, body, SystemTime::now()), CacheState::Miss)
+            let response = respond::from_head(&head, body.reader(), &method, &request_headers, now);
+            (response, CacheState::Miss)
         }
-        Ok(Delivery::Passed(response)) => (relay(response, head_only), CacheState::Pass),
-        Ok(Delivery::Failed(error)) => (failure(&error), CacheState::Miss),
+        Ok(Delivery::Revalidated(object)) => {
+            let response = respond::from_object(&object, &method, &request_headers, now);
+            (response, CacheState::Revalidated)
+        }
+        Ok(Delivery::Passed(response)) => {
+            if response.status().is_server_error() {
+                if let Some(object) = stale_on_error(shared, stale.as_ref(), &request_headers) {
+                    return (
+                        respond::from_object(object, &method, &request_headers, now),
+                        CacheState::Stale,
+                    );
+                }
+            }
+            (
+                relay(response, method == Method::HEAD, shared.targeted()),
+                CacheState::Pass,
+            )
+        }
+        Ok(Delivery::Failed(error)) => match stale_on_error(shared, stale.as_ref(), &request_headers) {
+            Some(object) => (
+                respond::from_object(object, &method, &request_headers, now),
+                CacheState::Stale,
+            ),
+            None => (failure(&error), CacheState::Miss),
+        },
         Err(_) => (
             synth::plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -141,11 +259,43 @@ pub(super) async fn miss(
     }
 }
 
+/// `stale-while-revalidate`: refreshes a stale object without making anyone wait. At most one
+/// refresh per key runs: when a fetch for the key is already in flight, this does nothing.
+pub(super) fn refresh_in_background<B>(
+    shared: &Arc<Shared>,
+    client: SocketAddr,
+    request: &Request<B>,
+    key: CacheKey,
+    stale: Arc<CachedObject>,
+) {
+    let Join::Leader(leader) = shared.coalescer.join(&key) else {
+        return;
+    };
+    let mut copy = Request::new(());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    let (parts, ()) = copy.into_parts();
+    let bereq = fill_request(&parts, client.ip(), Some(&stale));
+    let task = FetchTask {
+        shared: shared.clone(),
+        key,
+        leader: Some(leader),
+        request: parts,
+        stale: Some(stale),
+    };
+    // Nobody waits for the answer: the refreshed object lands in the store.
+    let (delivered, _) = oneshot::channel();
+    tokio::spawn(task.run(bereq, delivered));
+}
+
 struct FetchTask {
     shared: Arc<Shared>,
     key: CacheKey,
     leader: Option<Leader>,
     request: Parts,
+    stale: Option<Arc<CachedObject>>,
 }
 
 impl FetchTask {
@@ -162,7 +312,24 @@ impl FetchTask {
         let response_time = SystemTime::now();
         let (mut parts, body) = response.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
-        let (head, rule) = match self.judge(&mut parts, request_time, response_time) {
+        if parts.status == StatusCode::NOT_MODIFIED {
+            let confirmed = self
+                .stale
+                .clone()
+                .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
+            if let Some(stale) = confirmed {
+                self.revalidated(stale, &parts, request_time, response_time, delivered);
+                return;
+            }
+        }
+        let judged = self.judge(
+            parts.status,
+            &mut parts.headers,
+            parts.version,
+            request_time,
+            response_time,
+        );
+        let (head, rule) = match judged {
             Ok(judged) => judged,
             Err(reason) => {
                 tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
@@ -190,59 +357,124 @@ impl FetchTask {
         self.fill(body, head, rule, sink).await;
     }
 
-    /// Decides whether the response may be stored and for how long; on yes, returns the object
-    /// head and the `Vary` rule it was fetched under.
+    /// A 304 confirmed `stale`: store it again with the 304's fields merged in (RFC 9111
+    /// §4.3.4) and a freshness computed from the merged fields.
+    fn revalidated(
+        self,
+        stale: Arc<CachedObject>,
+        not_modified: &http::response::Parts,
+        request_time: SystemTime,
+        response_time: SystemTime,
+        delivered: oneshot::Sender<Delivery>,
+    ) {
+        let mut merged = stale.head.headers.clone();
+        conditional::merge_304(&mut merged, &not_modified.headers);
+        let status = stale.head.status;
+        match self.judge(
+            status,
+            &mut merged,
+            not_modified.version,
+            request_time,
+            response_time,
+        ) {
+            Ok((head, rule)) => {
+                let object = Arc::new(CachedObject::new(Arc::new(head), stale.body.clone()));
+                if let Some(leader) = &self.leader {
+                    let body = Arc::new(SharedBody::default());
+                    body.push(object.body.clone());
+                    body.finish();
+                    let rule = Arc::new(rule.clone());
+                    leader.publish(FetchOutcome::Streaming {
+                        head: object.head.clone(),
+                        rule,
+                        body,
+                    });
+                }
+                self.shared.store.insert(self.key.clone(), rule, object.clone());
+                let _ = delivered.send(Delivery::Revalidated(object));
+            }
+            Err(reason) => {
+                // The merged response forbids storing now (e.g. `no-store` in the 304): serve
+                // the stored body this once and drop the object.
+                tracing::debug!(reason, "revalidated object no longer storable");
+                self.shared.store.purge(&self.key);
+                let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
+                let _ = delivered.send(Delivery::Revalidated(object));
+            }
+        }
+        if let Some(leader) = self.leader {
+            leader.finish();
+        }
+    }
+
+    /// Decides whether a response with `status` and `fields` may be stored and for how long;
+    /// on yes, returns the object head (fields as stored) and the `Vary` rule it was fetched
+    /// under.
     fn judge(
         &self,
-        parts: &mut http::response::Parts,
+        status: StatusCode,
+        fields: &mut http::HeaderMap,
+        version: http::Version,
         request_time: SystemTime,
         response_time: SystemTime,
     ) -> Result<(ObjectHead, VaryRule), &'static str> {
         let shared = &self.shared;
         // A missing or invalid Date is replaced by the receipt time (RFC 9110 §6.6.1), so that
         // `Expires` − `Date` and the apparent age are computed from a real clock reading.
-        age::ensure_date(&mut parts.headers, response_time);
-        let directives = ResponseDirectives::from_headers(&parts.headers, None);
+        age::ensure_date(fields, response_time);
+        let directives = ResponseDirectives::from_headers(fields, shared.targeted());
         storable::check_storable(
             &Method::GET,
             &self.request.headers,
-            parts.status,
-            &parts.headers,
+            status,
+            fields,
             &directives,
             &shared.storing,
         )
         .map_err(|reason| reason.as_str())?;
-        let too_large = parts
-            .headers
+        let too_large = fields
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
             .is_some_and(|length| length > shared.max_object_size);
         if too_large {
             return Err("larger than max-object-size");
         }
-        let ttl =
-            freshness::freshness_lifetime(parts.status, &parts.headers, &directives, &shared.freshness).value;
-        let initial_age = age::initial_age(&parts.headers, request_time, response_time);
-        if ttl <= initial_age {
-            return Err("no freshness left");
+        let ttl = freshness::freshness_lifetime(status, fields, &directives, &shared.freshness).value;
+        let initial_age = age::initial_age(fields, request_time, response_time);
+        let has_validator = storable::has_validator(fields);
+        if ttl <= initial_age && !has_validator {
+            return Err("no freshness left and nothing to revalidate with");
         }
-        let rule = VaryRule::from_response(&parts.headers);
+        let retention = freshness::retention(
+            ttl,
+            initial_age,
+            &directives,
+            has_validator,
+            shared.grace,
+            shared.keep,
+        );
+        let rule = VaryRule::from_response(fields);
         if matches!(rule, VaryRule::Star) {
             return Err("vary-star");
         }
         let variant = rule.request_fingerprint(&self.request.headers);
-        let mut stored = parts.headers.clone();
+        let mut stored = fields.clone();
         stored.remove(header::AGE);
+        if let Some(targeted) = shared.targeted() {
+            stored.remove(targeted);
+        }
         rules::strip_field_scoped(&mut stored, &directives);
-        headers::append_via(&mut stored, parts.version);
+        if !stored.contains_key(header::VIA) {
+            headers::append_via(&mut stored, version);
+        }
         let head = ObjectHead {
-            status: parts.status,
+            status,
             headers: stored,
             response_time,
             initial_age,
             ttl,
-            grace: Duration::ZERO,
-            keep: Duration::ZERO,
+            retention,
+            directives,
             variant,
         };
         Ok((head, rule))

@@ -9,6 +9,7 @@ mod access_log;
 mod driver;
 mod fetch;
 mod headers;
+mod respond;
 mod synth;
 
 use std::time::Duration;
@@ -36,6 +37,10 @@ pub(crate) struct Shared {
     pub coalesce_wait: Duration,
     pub purge_allow: Vec<IpNet>,
     pub cache_status_header: HeaderName,
+    pub grace: Duration,
+    pub keep: Duration,
+    pub ignore_request_cache_control: bool,
+    pub targeted_cache_control: Option<HeaderName>,
 }
 
 impl Shared {
@@ -56,6 +61,15 @@ impl Shared {
             coalesce_wait: config.coalesce_wait,
             purge_allow: config.purge_allow.clone(),
             cache_status_header: config.cache_status_header.clone(),
+            grace: config.grace,
+            keep: config.keep,
+            ignore_request_cache_control: config.ignore_request_cache_control,
+            targeted_cache_control: config.targeted_cache_control.clone(),
         }
+    }
+
+    /// The targeted cache-control field name, if enabled.
+    pub fn targeted(&self) -> Option<&HeaderName> {
+        self.targeted_cache_control.as_ref()
     }
 }

@@ -1,0 +1,113 @@
+//! Responses built from stored objects: the current `Age`, client conditionals answered with
+//! `304` (RFC 9111 §4.3.2), and byte ranges (RFC 9110 §14) cut from the stored body.
+
+use std::time::SystemTime;
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Response, StatusCode};
+
+use crate::cache::body::ProxyBody;
+use crate::cache::object::{CachedObject, ObjectHead};
+use crate::cache::rules::conditional::{self, ConditionalOutcome};
+use crate::cache::rules::range::{self, RangeOutcome};
+
+/// Separates the parts of a `multipart/byteranges` body.
+const BOUNDARY: &str = "edgecache-byteranges";
+
+fn with_age(mut response: Response<ProxyBody>, head: &ObjectHead, now: SystemTime) -> Response<ProxyBody> {
+    response
+        .headers_mut()
+        .insert(header::AGE, HeaderValue::from(head.age_at(now).as_secs()));
+    response
+}
+
+fn response(status: StatusCode, headers: HeaderMap, body: ProxyBody) -> Response<ProxyBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// `304 Not Modified` when the request's conditionals match the object.
+fn not_modified(head: &ObjectHead, request: &HeaderMap, now: SystemTime) -> Option<Response<ProxyBody>> {
+    let outcome =
+        conditional::evaluate_client_conditional(request, head.status, &head.headers, head.response_time);
+    (outcome == ConditionalOutcome::NotModified).then(|| {
+        let headers = conditional::not_modified_headers(&head.headers);
+        with_age(
+            response(StatusCode::NOT_MODIFIED, headers, ProxyBody::empty()),
+            head,
+            now,
+        )
+    })
+}
+
+/// The answer to `method`/`request` from an object whose body may still be arriving
+/// (`body`): a 304 where the conditionals match, else the whole response.
+pub(super) fn from_head(
+    head: &ObjectHead,
+    body: ProxyBody,
+    method: &Method,
+    request: &HeaderMap,
+    now: SystemTime,
+) -> Response<ProxyBody> {
+    if let Some(response) = not_modified(head, request, now) {
+        return response;
+    }
+    let body = if method == Method::HEAD {
+        ProxyBody::empty()
+    } else {
+        body
+    };
+    with_age(response(head.status, head.headers.clone(), body), head, now)
+}
+
+/// The answer to `method`/`request` from a complete stored object: 304, 206, 416 or the
+/// whole object.
+pub(super) fn from_object(
+    object: &CachedObject,
+    method: &Method,
+    request: &HeaderMap,
+    now: SystemTime,
+) -> Response<ProxyBody> {
+    let head = &object.head;
+    if let Some(response) = not_modified(head, request, now) {
+        return response;
+    }
+    let whole = &object.body;
+    let length = whole.len() as u64;
+    let ranges = if head.status == StatusCode::OK {
+        range::evaluate_range(method, request, &head.headers, length)
+    } else {
+        RangeOutcome::Full
+    };
+    let mut headers = head.headers.clone();
+    let (status, body) = match ranges {
+        RangeOutcome::Full => {
+            let body = if method == Method::HEAD {
+                ProxyBody::empty()
+            } else {
+                ProxyBody::full(whole.clone())
+            };
+            return with_age(response(head.status, headers, body), head, now);
+        }
+        RangeOutcome::Single(part) => {
+            headers.insert(header::CONTENT_RANGE, range::content_range(&part, length));
+            let body = whole.slice(part.start as usize..part.end as usize);
+            (StatusCode::PARTIAL_CONTENT, body)
+        }
+        RangeOutcome::Multi(parts) => {
+            let body = range::multipart_body(whole, &parts, head.headers.get(header::CONTENT_TYPE), BOUNDARY);
+            if let Some(content_type) = range::multipart_content_type(BOUNDARY) {
+                headers.insert(header::CONTENT_TYPE, content_type);
+            }
+            (StatusCode::PARTIAL_CONTENT, body)
+        }
+        RangeOutcome::Unsatisfiable => {
+            headers.insert(header::CONTENT_RANGE, range::unsatisfied_content_range(length));
+            (StatusCode::RANGE_NOT_SATISFIABLE, bytes::Bytes::new())
+        }
+    };
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    with_age(response(status, headers, ProxyBody::full(body)), head, now)
+}
