@@ -21,6 +21,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Check policy files: print diagnostics; exit 1 when a file has errors, 0 when clean.
+    Check {
+        /// Policy files (VCL subset).
+        #[arg(required = true, value_name = "FILE.vcl")]
+        files: Vec<PathBuf>,
+    },
     /// Start a demo origin and the proxy in front of it, and print URLs to try.
     Demo {
         /// Address for the proxy.
@@ -156,6 +162,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Demo { listen }) => demo(listen),
+        Some(Command::Check { files }) => check(&files),
         None => serve(cli.serve),
     }
 }
@@ -179,6 +186,30 @@ fn serve(args: ServeArgs) -> ExitCode {
             eprintln!("edgecache: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn check(files: &[PathBuf]) -> ExitCode {
+    let mut failed = false;
+    for file in files {
+        match edgecache_runtime::policy::load(file) {
+            Ok(program) => {
+                if let Some(warnings) = program.warnings() {
+                    eprint!("{}", warnings.render());
+                }
+                println!("{}: ok", file.display());
+            }
+            Err(diagnostics) => {
+                eprint!("{}", diagnostics.render());
+                println!("{}: {} error(s)", file.display(), diagnostics.error_count());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

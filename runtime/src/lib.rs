@@ -19,6 +19,7 @@ pub mod config;
 pub mod demo;
 pub mod logging;
 pub mod plugin;
+pub mod policy;
 mod proxy;
 mod server;
 
@@ -42,6 +43,8 @@ pub enum StartError {
     },
     #[error("backend: {0}")]
     Backend(String),
+    #[error("policy {path} was refused:\n{rendered}")]
+    Policy { path: String, rendered: String },
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -85,11 +88,16 @@ impl Running {
 /// Binds the listeners and starts serving on the current tokio runtime.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
-    let address = config
-        .backend
-        .as_deref()
-        .ok_or_else(|| StartError::Backend("no backend given (-b HOST:PORT)".into()))?;
-    let backend = backend::Backend::new("default", address, config.timeouts).map_err(StartError::Backend)?;
+    let policy = match &config.policy {
+        Some(path) => Some(Arc::new(policy::load(path).map_err(|diagnostics| {
+            StartError::Policy {
+                path: path.display().to_string(),
+                rendered: diagnostics.render(),
+            }
+        })?)),
+        None => None,
+    };
+    let backends = backends(&config, policy.as_deref())?;
     let listeners = server::bind(&config.listen)
         .await
         .map_err(|(address, source)| StartError::Bind { address, source })?;
@@ -97,7 +105,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .iter()
         .map(|listener| listener.local_addr().expect("a bound listener has an address"))
         .collect();
-    let shared = Arc::new(proxy::Shared::new(&config, backend));
+    let shared = Arc::new(proxy::Shared::new(&config, backends, policy));
     let (stop, stopped) = watch::channel(false);
     let done = tokio::spawn(server::serve(
         listeners,
@@ -111,6 +119,37 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stop,
         done,
     })
+}
+
+/// The origins: those the policy declares, or the `-b` one when it declares none.
+fn backends(
+    config: &Config,
+    policy: Option<&policy_lang::Program>,
+) -> Result<Vec<backend::Backend>, StartError> {
+    let declared = policy.map_or(&[][..], |program| program.backends());
+    if declared.is_empty() {
+        let address = config.backend.as_deref().ok_or_else(|| {
+            StartError::Backend("no backend given (-b HOST:PORT) and the policy declares none".into())
+        })?;
+        let backend =
+            backend::Backend::new("default", address, config.timeouts).map_err(StartError::Backend)?;
+        return Ok(vec![backend]);
+    }
+    declared
+        .iter()
+        .map(|decl| {
+            let timeouts = config::BackendTimeouts {
+                connect: decl.connect_timeout.unwrap_or(config.timeouts.connect),
+                first_byte: decl.first_byte_timeout.unwrap_or(config.timeouts.first_byte),
+                between_bytes: decl
+                    .between_bytes_timeout
+                    .unwrap_or(config.timeouts.between_bytes),
+            };
+            let address = format!("{}:{}", decl.host, decl.port);
+            backend::Backend::new(&decl.name, &address, timeouts)
+                .map_err(|error| StartError::Backend(format!("{}: {error}", decl.name)))
+        })
+        .collect()
 }
 
 /// Runs edgecache until SIGINT or SIGTERM, on a runtime with `config.threads` workers.

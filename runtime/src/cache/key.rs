@@ -17,4 +17,9 @@ impl CacheKey {
         bytes.extend_from_slice(path_and_query.as_bytes());
         CacheKey(bytes.into())
     }
+
+    /// A key from what the policy's `vcl_hash` fed to `hash_data`.
+    pub fn from_hash_data(data: &[u8]) -> CacheKey {
+        CacheKey(data.into())
+    }
 }

@@ -29,6 +29,9 @@ pub struct ObjectHead {
     pub directives: ResponseDirectives,
     /// The `Vary` fingerprint of the request that fetched it (`None` = no `Vary`).
     pub variant: Option<Bytes>,
+    /// The URL and `Host` it was fetched for, for bans on `req.url` / `req.http.host`.
+    pub url: Box<str>,
+    pub host: Option<http::HeaderValue>,
 }
 
 impl ObjectHead {

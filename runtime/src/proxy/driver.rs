@@ -1,17 +1,27 @@
 //! The phase sequencer: the only code that knows in which order a request meets the policy,
 //! the cache and the origin.
+//!
+//! Without a policy the builtin behaviour runs natively (`builtin_recv`, `default_key`); with
+//! one, the compiled program decides at each step (`vcl_route`) and Varnish's builtin VCL runs
+//! wherever the user's subs fall through.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
+use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use policy_lang::{Action, Program, Sub};
 use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
+use super::vcl::{ClientResponse, ClientSession};
 use super::{fetch, respond, synth, Shared};
+use crate::backend::{Backend, OutgoingBody};
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
 use crate::cache::key::CacheKey;
@@ -24,12 +34,8 @@ use crate::cache::store::variant_matches;
 /// different variant, before it fetches for itself without coalescing.
 const MAX_LOOKUPS: usize = 3;
 
-/// What `vcl_recv` decided.
-enum Recv {
-    Lookup,
-    Pass,
-    Purge,
-}
+/// `max_restarts` of Varnish: how often `return (restart)` may start a request over.
+const MAX_RESTARTS: u32 = 4;
 
 /// Serves one client request.
 pub(crate) async fn handle(
@@ -40,7 +46,10 @@ pub(crate) async fn handle(
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
-    let (mut response, cache) = route(&shared, client, request).await;
+    let (mut response, cache) = match shared.policy.clone() {
+        Some(program) => vcl_route(&shared, &program, client, request).await,
+        None => route(&shared, client, request).await,
+    };
     response.headers_mut().insert(
         &shared.cache_status_header,
         HeaderValue::from_static(cache.as_str()),
@@ -52,64 +61,103 @@ pub(crate) async fn handle(
         cache,
         bytes: http_body::Body::size_hint(response.body()).exact(),
         duration: started.elapsed(),
-        backend: (cache != CacheState::Hit && cache != CacheState::Synth).then(|| shared.backend.name()),
+        backend: (cache != CacheState::Hit && cache != CacheState::Synth)
+            .then(|| shared.default_backend().name()),
         client: client.ip(),
     });
     response
 }
+
+fn streamed(body: Incoming) -> OutgoingBody {
+    body.map_err(Into::into).boxed_unsync()
+}
+
+fn no_body() -> OutgoingBody {
+    http_body_util::Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+// === the builtin behaviour, natively ===
 
 async fn route(
     shared: &Arc<Shared>,
     client: SocketAddr,
     request: Request<Incoming>,
 ) -> (Response<ProxyBody>, CacheState) {
-    match builtin_recv(&request) {
-        Recv::Purge => (purge(shared, client, &request), CacheState::Synth),
-        Recv::Pass => (fetch::pass(shared, client, request).await, CacheState::Pass),
-        Recv::Lookup => lookup(shared, client, request).await,
+    let (parts, body) = request.into_parts();
+    let backend = shared.default_backend();
+    if parts.method.as_str() == "PURGE" {
+        return (purge(shared, client, &parts), CacheState::Synth);
     }
+    if builtin_passes(&parts) {
+        return (
+            fetch::pass(shared, backend, client, &parts, streamed(body)).await,
+            CacheState::Pass,
+        );
+    }
+    let key = default_key(&parts);
+    lookup(shared, backend, client, &parts, key).await
 }
 
 /// Varnish's builtin `vcl_recv`: only GET and HEAD are looked up, and requests carrying
 /// credentials or cookies are passed, since the response may be personal.
-fn builtin_recv(request: &Request<Incoming>) -> Recv {
-    let method = request.method();
-    if method.as_str() == "PURGE" {
-        return Recv::Purge;
-    }
-    if method != Method::GET && method != Method::HEAD {
-        return Recv::Pass;
-    }
-    let headers = request.headers();
-    if headers.contains_key(header::AUTHORIZATION) || headers.contains_key(header::COOKIE) {
-        return Recv::Pass;
-    }
-    Recv::Lookup
+fn builtin_passes(request: &Parts) -> bool {
+    let method = &request.method;
+    (method != Method::GET && method != Method::HEAD)
+        || request.headers.contains_key(header::AUTHORIZATION)
+        || request.headers.contains_key(header::COOKIE)
 }
 
 /// Varnish's builtin `vcl_hash`: the host and the URL.
-pub(super) fn default_key<B>(request: &Request<B>) -> CacheKey {
+fn default_key(request: &Parts) -> CacheKey {
     let host = request
-        .headers()
+        .headers
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
-        .or_else(|| request.uri().authority().map(|a| a.as_str()))
+        .or_else(|| request.uri.authority().map(|a| a.as_str()))
         .unwrap_or("");
-    let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
     CacheKey::from_host_and_target(host, target)
 }
 
+/// `PURGE`: removes every variant of the URL, for clients in the allow list.
+fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<ProxyBody> {
+    let address = client.ip().to_canonical();
+    if !shared.purge_allow.iter().any(|net| net.contains(&address)) {
+        return synth::plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!("PURGE is not allowed from {address}; allowed networks are set with --purge-allow"),
+        );
+    }
+    let key = default_key(request);
+    if shared.purge(&key) {
+        synth::plain(StatusCode::OK, "Purged")
+    } else {
+        synth::plain(StatusCode::NOT_FOUND, "Not in cache")
+    }
+}
+
+// === the cache ===
+
+/// Looks `key` up and answers from the cache, from a fetch another request leads, or from the
+/// origin.
 async fn lookup(
     shared: &Arc<Shared>,
+    backend: &Backend,
     client: SocketAddr,
-    request: Request<Incoming>,
+    request: &Parts,
+    key: CacheKey,
 ) -> (Response<ProxyBody>, CacheState) {
-    let key = default_key(&request);
-    let wanted = RequestDirectives::from_headers(request.headers());
+    let wanted = RequestDirectives::from_headers(&request.headers);
     let ignore_request = shared.ignore_request_cache_control;
     for _ in 0..MAX_LOOKUPS {
         let now = SystemTime::now();
-        let stored = shared.store.lookup(&key, request.headers());
+        let mut stored = shared.store.lookup(&key, &request.headers);
+        if stored.as_ref().is_some_and(|object| shared.is_banned(object)) {
+            shared.purge(&key);
+            stored = None;
+        }
         if let Some(object) = &stored {
             let head = &object.head;
             let age = head.age_at(now);
@@ -133,7 +181,14 @@ async fn lookup(
                         ignore_request,
                     );
                     grant.map(|_| {
-                        fetch::refresh_in_background(shared, client, &request, key.clone(), object.clone());
+                        fetch::refresh_in_background(
+                            shared,
+                            backend,
+                            client,
+                            request,
+                            key.clone(),
+                            object.clone(),
+                        );
                         CacheState::Stale
                     })
                 }
@@ -141,7 +196,7 @@ async fn lookup(
             if let Some(state) = serve {
                 object.record_hit();
                 return (
-                    respond::from_object(object, request.method(), request.headers(), now),
+                    respond::from_object(object, &request.method, &request.headers, now),
                     state,
                 );
             }
@@ -156,51 +211,181 @@ async fn lookup(
             );
         }
         if shared.coalescer.is_hit_for_pass(&key) {
-            let (parts, _) = request.into_parts();
-            return fetch::miss(shared, client, parts, key, None, stored).await;
+            return fetch::miss(shared, backend, client, request.clone(), key, None, stored).await;
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
-                let (parts, _) = request.into_parts();
-                return fetch::miss(shared, client, parts, key, Some(leader), stored).await;
+                return fetch::miss(
+                    shared,
+                    backend,
+                    client,
+                    request.clone(),
+                    key,
+                    Some(leader),
+                    stored,
+                )
+                .await;
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait).await {
                 FetchOutcome::Streaming { head, rule, body } => {
-                    if variant_matches(&rule, request.headers(), &head.variant) {
+                    if variant_matches(&rule, &request.headers, &head.variant) {
                         let now = SystemTime::now();
-                        let body = body.reader();
                         let response =
-                            respond::from_head(&head, body, request.method(), request.headers(), now);
+                            respond::from_head(&head, body.reader(), &request.method, &request.headers, now);
                         return (response, CacheState::Hit);
                     }
                 }
                 FetchOutcome::Uncacheable => {
-                    return (fetch::pass(shared, client, request).await, CacheState::Pass)
+                    let response = fetch::pass(shared, backend, client, request, no_body()).await;
+                    return (response, CacheState::Pass);
                 }
                 FetchOutcome::Failed => {}
             },
         }
     }
-    let stored = shared.store.lookup(&key, request.headers());
-    let (parts, _) = request.into_parts();
-    fetch::miss(shared, client, parts, key, None, stored).await
+    let stored = shared.store.lookup(&key, &request.headers);
+    fetch::miss(shared, backend, client, request.clone(), key, None, stored).await
 }
 
-/// `PURGE`: removes every variant of the URL, for clients in the allow list.
-fn purge(shared: &Shared, client: SocketAddr, request: &Request<Incoming>) -> Response<ProxyBody> {
-    let address = client.ip().to_canonical();
-    if !shared.purge_allow.iter().any(|net| net.contains(&address)) {
-        return synth::plain(
-            StatusCode::METHOD_NOT_ALLOWED,
-            &format!("PURGE is not allowed from {address}; allowed networks are set with --purge-allow"),
-        );
+// === with a policy ===
+
+/// The VCL state machine of a client request: `vcl_recv`, then hash + lookup, pass, purge or
+/// synth, then `vcl_deliver` (or `vcl_synth`), with `restart` starting over.
+async fn vcl_route(
+    shared: &Arc<Shared>,
+    program: &Program,
+    client: SocketAddr,
+    request: Request<Incoming>,
+) -> (Response<ProxyBody>, CacheState) {
+    let (parts, body) = request.into_parts();
+    let mut body = Some(body);
+    let mut session = ClientSession::new(parts, client, program.default_backend());
+    loop {
+        let step = match program.run(Sub::Recv, &mut session) {
+            Action::Lookup => {
+                let key = vcl_key(program, &mut session);
+                let backend = shared.backend_for(session.backend_hint);
+                if session.hash_always_miss {
+                    let request = session.req.clone();
+                    Ok(fetch::miss(shared, backend, client, request, key, None, None).await)
+                } else {
+                    Ok(lookup(shared, backend, client, &session.req, key).await)
+                }
+            }
+            Action::Pass => {
+                let backend = shared.backend_for(session.backend_hint);
+                let outgoing = body.take().map_or_else(no_body, streamed);
+                Ok((
+                    fetch::pass(shared, backend, client, &session.req, outgoing).await,
+                    CacheState::Pass,
+                ))
+            }
+            Action::Purge => {
+                let key = vcl_key(program, &mut session);
+                shared.purge(&key);
+                match program.run(Sub::Purge, &mut session) {
+                    Action::Synth { status, reason } => Err((status, Some(reason.to_string()))),
+                    Action::Restart => Err((0, None)),
+                    _ => Err((200, Some("Purged".to_string()))),
+                }
+            }
+            Action::Synth { status, reason } => Err((status, Some(reason.to_string()))),
+            Action::Restart => Err((0, None)),
+            Action::Fail { reason } => Err((
+                503,
+                Some(reason.map_or("VCL failed".to_string(), |r| r.to_string())),
+            )),
+            other => Err((
+                503,
+                Some(format!(
+                    "vcl_recv returned {} here, which edgecache cannot do",
+                    other.name()
+                )),
+            )),
+        };
+        for ban in session.bans.drain(..) {
+            shared.ban(ban);
+        }
+        let outcome = match step {
+            Ok((response, state)) => vcl_deliver(program, &mut session, response, state),
+            Err((0, _)) => Deliver::Restart,
+            Err((status, reason)) => vcl_synth(program, &mut session, status, reason),
+        };
+        match outcome {
+            Deliver::Done(response, state) => return (response, state),
+            Deliver::Restart if session.restarts < MAX_RESTARTS => {
+                session.restarts += 1;
+                session.hash.clear();
+            }
+            Deliver::Restart => {
+                let detail = format!("too many restarts (max_restarts is {MAX_RESTARTS})");
+                return (
+                    synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail),
+                    CacheState::Synth,
+                );
+            }
+        }
     }
-    let key = default_key(request);
-    let found = shared.store.purge(&key);
-    shared.coalescer.clear_hit_for_pass(&key);
-    if found {
-        synth::plain(StatusCode::OK, "Purged")
-    } else {
-        synth::plain(StatusCode::NOT_FOUND, "Not in cache")
+}
+
+/// The cache key from `vcl_hash` (the user's, then the builtin's if it falls through).
+fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
+    session.hash.clear();
+    program.run(Sub::Hash, session);
+    CacheKey::from_hash_data(&session.hash)
+}
+
+enum Deliver {
+    Done(Response<ProxyBody>, CacheState),
+    Restart,
+}
+
+/// Runs `vcl_deliver` over a response (when the policy defines it: the builtin one only
+/// delivers), applying its header and status edits.
+fn vcl_deliver(
+    program: &Program,
+    session: &mut ClientSession,
+    response: Response<ProxyBody>,
+    state: CacheState,
+) -> Deliver {
+    if !program.has_sub(Sub::Deliver) {
+        return Deliver::Done(response, state);
     }
+    let (mut parts, body) = response.into_parts();
+    session.obj_hits = u64::from(state == CacheState::Hit);
+    session.resp = Some(ClientResponse {
+        status: parts.status,
+        reason: None,
+        headers: std::mem::take(&mut parts.headers),
+    });
+    let action = program.run(Sub::Deliver, session);
+    let resp = session.resp.take().expect("set above");
+    parts.status = resp.status;
+    parts.headers = resp.headers;
+    match action {
+        Action::Restart => Deliver::Restart,
+        Action::Synth { status, reason } => vcl_synth(program, session, status, Some(reason.to_string())),
+        _ => Deliver::Done(Response::from_parts(parts, body), state),
+    }
+}
+
+/// Builds a synthetic response through `vcl_synth` (the builtin one writes an HTML page).
+fn vcl_synth(program: &Program, session: &mut ClientSession, status: u16, reason: Option<String>) -> Deliver {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    session.synthetic = None;
+    session.resp = Some(ClientResponse {
+        status,
+        reason,
+        headers: http::HeaderMap::new(),
+    });
+    let action = program.run(Sub::Synth, session);
+    let resp = session.resp.take().expect("set above");
+    if action == Action::Restart {
+        return Deliver::Restart;
+    }
+    let body = session.synthetic.take().unwrap_or_default();
+    let mut response = Response::new(ProxyBody::full(body));
+    *response.status_mut() = resp.status;
+    *response.headers_mut() = resp.headers;
+    Deliver::Done(response, CacheState::Synth)
 }

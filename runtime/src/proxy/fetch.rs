@@ -6,17 +6,17 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use tokio::sync::oneshot;
 
+use super::vcl::BackendSession;
 use super::{headers, respond, synth, Shared};
-use crate::backend::{BackendError, OutgoingBody, TimedBody};
+use crate::backend::{Backend, BackendError, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
@@ -26,6 +26,7 @@ use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
 use crate::cache::rules::{self, age, conditional, freshness, invalidate, storable};
 use crate::cache::state::CacheState;
+use policy_lang::{Program, Sub};
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
 /// `X-Forwarded-For` added, `Host` kept (HTTP/2 clients send `:authority` instead).
@@ -86,19 +87,57 @@ fn failure(error: &BackendError) -> Response<ProxyBody> {
 /// Forwards the request, body included, and relays the response; nothing is stored.
 pub(super) async fn pass(
     shared: &Shared,
+    backend: &Backend,
     client: SocketAddr,
-    request: Request<Incoming>,
+    parts: &Parts,
+    body: OutgoingBody,
 ) -> Response<ProxyBody> {
-    let (parts, body) = request.into_parts();
-    let body = body.map_err(Into::into).boxed_unsync();
-    let bereq = backend_request(&parts, client.ip(), parts.method.clone(), body);
-    match shared.backend.send(bereq).await {
+    let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
+    vcl_backend_fetch(shared, backend, &mut bereq, true);
+    match backend.send(bereq).await {
         Ok(response) => {
-            invalidate_after(shared, &parts, &response);
-            relay(response, parts.method == Method::HEAD, shared.targeted())
+            invalidate_after(shared, parts, &response);
+            let (mut head, body) = response.into_parts();
+            if let Some(program) = shared
+                .policy
+                .as_deref()
+                .filter(|p| p.has_sub(Sub::BackendResponse))
+            {
+                let mut request = parts.clone();
+                let mut session = BackendSession::new(&mut request, backend.name(), true);
+                session.beresp = Some(&mut head);
+                program.run(Sub::BackendResponse, &mut session);
+            }
+            relay(
+                Response::from_parts(head, body),
+                parts.method == Method::HEAD,
+                shared.targeted(),
+            )
         }
         Err(error) => failure(&error),
     }
+}
+
+/// Runs `vcl_backend_fetch` over an origin request, when the policy defines it.
+fn vcl_backend_fetch(
+    shared: &Shared,
+    backend: &Backend,
+    bereq: &mut Request<OutgoingBody>,
+    uncacheable: bool,
+) {
+    let Some(program) = shared.policy.as_deref().filter(|p| p.has_sub(Sub::BackendFetch)) else {
+        return;
+    };
+    let mut parts = Request::new(()).into_parts().0;
+    parts.method = bereq.method().clone();
+    parts.uri = bereq.uri().clone();
+    parts.version = bereq.version();
+    parts.headers = std::mem::take(bereq.headers_mut());
+    let mut session = BackendSession::new(&mut parts, backend.name(), uncacheable);
+    program.run(Sub::BackendFetch, &mut session);
+    *bereq.method_mut() = parts.method;
+    *bereq.uri_mut() = parts.uri;
+    *bereq.headers_mut() = parts.headers;
 }
 
 /// RFC 9111 §4.4: a non-error response to an unsafe method invalidates the stored responses
@@ -200,6 +239,7 @@ fn stale_on_error<'a>(
 /// hit-for-pass.
 pub(super) async fn miss(
     shared: &Arc<Shared>,
+    backend: &Backend,
     client: SocketAddr,
     parts: Parts,
     key: CacheKey,
@@ -208,10 +248,12 @@ pub(super) async fn miss(
 ) -> (Response<ProxyBody>, CacheState) {
     let method = parts.method.clone();
     let request_headers = parts.headers.clone();
-    let bereq = fill_request(&parts, client.ip(), stale.as_deref());
+    let mut bereq = fill_request(&parts, client.ip(), stale.as_deref());
+    vcl_backend_fetch(shared, backend, &mut bereq, false);
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
         shared: shared.clone(),
+        backend: backend.clone(),
         key,
         leader,
         request: parts,
@@ -261,28 +303,25 @@ pub(super) async fn miss(
 
 /// `stale-while-revalidate`: refreshes a stale object without making anyone wait. At most one
 /// refresh per key runs: when a fetch for the key is already in flight, this does nothing.
-pub(super) fn refresh_in_background<B>(
+pub(super) fn refresh_in_background(
     shared: &Arc<Shared>,
+    backend: &Backend,
     client: SocketAddr,
-    request: &Request<B>,
+    request: &Parts,
     key: CacheKey,
     stale: Arc<CachedObject>,
 ) {
     let Join::Leader(leader) = shared.coalescer.join(&key) else {
         return;
     };
-    let mut copy = Request::new(());
-    *copy.method_mut() = request.method().clone();
-    *copy.uri_mut() = request.uri().clone();
-    *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
-    let (parts, ()) = copy.into_parts();
-    let bereq = fill_request(&parts, client.ip(), Some(&stale));
+    let mut bereq = fill_request(request, client.ip(), Some(&stale));
+    vcl_backend_fetch(shared, backend, &mut bereq, false);
     let task = FetchTask {
         shared: shared.clone(),
+        backend: backend.clone(),
         key,
         leader: Some(leader),
-        request: parts,
+        request: request.clone(),
         stale: Some(stale),
     };
     // Nobody waits for the answer: the refreshed object lands in the store.
@@ -292,6 +331,7 @@ pub(super) fn refresh_in_background<B>(
 
 struct FetchTask {
     shared: Arc<Shared>,
+    backend: Backend,
     key: CacheKey,
     leader: Option<Leader>,
     request: Parts,
@@ -301,7 +341,7 @@ struct FetchTask {
 impl FetchTask {
     async fn run(self, bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
         let request_time = SystemTime::now();
-        let response = match self.shared.backend.send(bereq).await {
+        let response = match self.backend.send(bereq).await {
             Ok(response) => response,
             // Dropping the leader tells waiters to try again themselves.
             Err(error) => {
@@ -423,15 +463,25 @@ impl FetchTask {
         // `Expires` − `Date` and the apparent age are computed from a real clock reading.
         age::ensure_date(fields, response_time);
         let directives = ResponseDirectives::from_headers(fields, shared.targeted());
-        storable::check_storable(
-            &Method::GET,
-            &self.request.headers,
-            status,
-            fields,
-            &directives,
-            &shared.storing,
-        )
-        .map_err(|reason| reason.as_str())?;
+        // With a policy, Varnish's rules apply instead: the builtin `vcl_backend_response`
+        // refuses `no-store`, `private`, `Set-Cookie` and the like, and a user's sub may
+        // override it, as in Varnish.
+        if shared.policy.is_none() {
+            storable::check_storable(
+                &Method::GET,
+                &self.request.headers,
+                status,
+                fields,
+                &directives,
+                &shared.storing,
+            )
+            .map_err(|reason| reason.as_str())?;
+        } else if status.is_informational()
+            || status == StatusCode::PARTIAL_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            return Err("status");
+        }
         let too_large = fields
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
@@ -439,20 +489,24 @@ impl FetchTask {
         if too_large {
             return Err("larger than max-object-size");
         }
-        let ttl = freshness::freshness_lifetime(status, fields, &directives, &shared.freshness).value;
+        let mut ttl = freshness::freshness_lifetime(status, fields, &directives, &shared.freshness).value;
         let initial_age = age::initial_age(fields, request_time, response_time);
         let has_validator = storable::has_validator(fields);
+        let (mut grace, mut keep) = (shared.grace, shared.keep);
+        if let Some(program) = shared.policy.as_deref() {
+            let remaining = ttl.saturating_sub(initial_age);
+            let decision = self.vcl_backend_response(program, status, fields, version, remaining);
+            let Some((vcl_ttl, vcl_grace, vcl_keep)) = decision else {
+                return Err("beresp.uncacheable set by the policy");
+            };
+            // `beresp.ttl` counts from now, RFC lifetimes from the response's creation.
+            ttl = vcl_ttl + initial_age;
+            (grace, keep) = (vcl_grace, vcl_keep);
+        }
         if ttl <= initial_age && !has_validator {
             return Err("no freshness left and nothing to revalidate with");
         }
-        let retention = freshness::retention(
-            ttl,
-            initial_age,
-            &directives,
-            has_validator,
-            shared.grace,
-            shared.keep,
-        );
+        let retention = freshness::retention(ttl, initial_age, &directives, has_validator, grace, keep);
         let rule = VaryRule::from_response(fields);
         if matches!(rule, VaryRule::Star) {
             return Err("vary-star");
@@ -467,6 +521,13 @@ impl FetchTask {
         if !stored.contains_key(header::VIA) {
             headers::append_via(&mut stored, version);
         }
+        let url = self
+            .request
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .into();
+        let host = self.request.headers.get(header::HOST).cloned();
         let head = ObjectHead {
             status,
             headers: stored,
@@ -476,8 +537,44 @@ impl FetchTask {
             retention,
             directives,
             variant,
+            url,
+            host,
         };
         Ok((head, rule))
+    }
+
+    /// Runs `vcl_backend_response` (the user's, then the builtin's): the policy may edit the
+    /// headers to be stored and set `beresp.ttl` / `grace` / `keep` / `uncacheable`. Returns
+    /// the TTL, grace and keep to store with, or `None` when the response must not be stored.
+    fn vcl_backend_response(
+        &self,
+        program: &Program,
+        status: StatusCode,
+        fields: &mut http::HeaderMap,
+        version: http::Version,
+        ttl: Duration,
+    ) -> Option<(Duration, Duration, Duration)> {
+        let mut beresp = Response::new(()).into_parts().0;
+        beresp.status = status;
+        beresp.version = version;
+        beresp.headers = std::mem::take(fields);
+        let mut request = self.request.clone();
+        let mut session = BackendSession::new(&mut request, self.backend.name(), false);
+        session.ttl = ttl.as_secs_f64();
+        session.grace = self.shared.grace.as_secs_f64();
+        session.keep = self.shared.keep.as_secs_f64();
+        session.beresp = Some(&mut beresp);
+        program.run(Sub::BackendResponse, &mut session);
+        let seconds = |value: f64| Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::ZERO);
+        let decision = (!session.uncacheable).then(|| {
+            (
+                seconds(session.ttl),
+                seconds(session.grace),
+                seconds(session.keep),
+            )
+        });
+        *fields = std::mem::take(&mut beresp.headers);
+        decision
     }
 
     /// Reads the origin body into `sink` and stores the object once complete.
@@ -492,7 +589,7 @@ impl FetchTask {
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(backend = self.shared.backend.name(), "{error}");
+                    tracing::warn!(backend = self.backend.name(), "{error}");
                     sink.fail(error.to_string());
                     return;
                 }

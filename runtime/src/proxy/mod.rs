@@ -11,14 +11,22 @@ mod fetch;
 mod headers;
 mod respond;
 mod synth;
+mod vcl;
 
-use std::time::Duration;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::RwLock;
+use policy_lang::{BackendId, BanContext, BanExpr, Program};
 
 use http::HeaderName;
 use ipnet::IpNet;
 
 use crate::backend::Backend;
 use crate::cache::coalesce::Coalescer;
+use crate::cache::key::CacheKey;
+use crate::cache::object::CachedObject;
 use crate::cache::rules::freshness::FreshnessOptions;
 use crate::cache::rules::storable::StoreOptions;
 use crate::cache::store::Store;
@@ -26,9 +34,53 @@ use crate::config::Config;
 
 pub(crate) use driver::handle;
 
+/// A ban: an expression over objects, applying to those stored before `since`.
+struct Ban {
+    expr: BanExpr,
+    since: SystemTime,
+}
+
+/// What a ban expression may test about an object.
+struct BanTarget<'a>(&'a CachedObject);
+
+impl BanContext for BanTarget<'_> {
+    fn obj_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
+        self.0
+            .head
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(Cow::Borrowed)
+    }
+
+    fn obj_status(&self) -> u16 {
+        self.0.head.status.as_u16()
+    }
+
+    fn req_url(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(&self.0.head.url))
+    }
+
+    fn req_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
+        if name == http::header::HOST {
+            return self
+                .0
+                .head
+                .host
+                .as_ref()
+                .and_then(|v| v.to_str().ok())
+                .map(Cow::Borrowed);
+        }
+        None
+    }
+}
+
 /// What every request shares: settings, the cache, the origin.
 pub(crate) struct Shared {
-    pub backend: Backend,
+    /// Origins: those the policy declares (indexed by `BackendId`), else the `-b` one.
+    pub backends: Vec<Backend>,
+    pub policy: Option<Arc<Program>>,
+    bans: RwLock<Vec<Ban>>,
     pub store: Store,
     pub coalescer: Coalescer,
     pub freshness: FreshnessOptions,
@@ -44,9 +96,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: &Config, backend: Backend) -> Shared {
+    pub fn new(config: &Config, backends: Vec<Backend>, policy: Option<Arc<Program>>) -> Shared {
+        assert!(
+            !backends.is_empty(),
+            "start() refuses a configuration without a backend"
+        );
         Shared {
-            backend,
+            backends,
+            policy,
+            bans: RwLock::default(),
             store: Store::new(config.cache_size),
             coalescer: Coalescer::new(config.hit_for_pass_ttl),
             freshness: FreshnessOptions {
@@ -66,6 +124,48 @@ impl Shared {
             ignore_request_cache_control: config.ignore_request_cache_control,
             targeted_cache_control: config.targeted_cache_control.clone(),
         }
+    }
+
+    /// The backend used when the policy picks none.
+    pub fn default_backend(&self) -> &Backend {
+        let index = self
+            .policy
+            .as_ref()
+            .and_then(|p| p.default_backend())
+            .map_or(0, |id| id.index());
+        self.backends.get(index).unwrap_or(&self.backends[0])
+    }
+
+    /// The backend `req.backend_hint` names, or the default.
+    pub fn backend_for(&self, hint: Option<BackendId>) -> &Backend {
+        hint.and_then(|id| self.backends.get(id.index()))
+            .unwrap_or_else(|| self.default_backend())
+    }
+
+    /// Removes every variant of `key` and forgets its hit-for-pass mark.
+    pub fn purge(&self, key: &CacheKey) -> bool {
+        self.coalescer.clear_hit_for_pass(key);
+        self.store.purge(key)
+    }
+
+    /// Adds a ban: objects stored before now that match are dropped at their next lookup.
+    pub fn ban(&self, expr: BanExpr) {
+        tracing::info!(ban = expr.as_str(), "ban added");
+        self.bans.write().push(Ban {
+            expr,
+            since: SystemTime::now(),
+        });
+    }
+
+    /// Whether a ban added after `object` was stored matches it.
+    pub fn is_banned(&self, object: &CachedObject) -> bool {
+        let bans = self.bans.read();
+        if bans.is_empty() {
+            return false;
+        }
+        let target = BanTarget(object);
+        bans.iter()
+            .any(|ban| ban.since >= object.head.response_time && ban.expr.matches(&target))
     }
 
     /// The targeted cache-control field name, if enabled.

@@ -1,0 +1,366 @@
+//! The runtime's side of the policy seam: request state exposed to a compiled VCL program
+//! through `policy_lang::Context`, one implementation for the client side (`vcl_recv` …
+//! `vcl_deliver`, `vcl_synth`) and one for the backend side (`vcl_backend_fetch`,
+//! `vcl_backend_response`).
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::{Method, StatusCode, Uri, Version};
+use policy_lang::{BackendId, BanExpr, Context, Scope, Value, Var};
+
+/// Transaction ids for `req.xid` / `bereq.xid` (Varnish numbers its transactions the same way).
+static NEXT_XID: AtomicU64 = AtomicU64::new(1);
+
+fn next_xid() -> i64 {
+    NEXT_XID.fetch_add(1, Ordering::Relaxed) as i64
+}
+
+/// A header's value as VCL reads it: several lines joined with ", ".
+fn read_header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<Cow<'a, str>> {
+    let mut values = headers.get_all(name).iter().filter_map(|v| v.to_str().ok());
+    let first = values.next()?;
+    match values.next() {
+        None => Some(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut joined = format!("{first}, {second}");
+            for more in values {
+                joined.push_str(", ");
+                joined.push_str(more);
+            }
+            Some(Cow::Owned(joined))
+        }
+    }
+}
+
+fn write_header(headers: &mut HeaderMap, name: &HeaderName, value: String) {
+    match HeaderValue::try_from(value) {
+        Ok(value) => {
+            headers.insert(name.clone(), value);
+        }
+        Err(_) => tracing::warn!(header = %name, "policy set a header value that is not valid HTTP; ignored"),
+    }
+}
+
+fn proto(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2.0",
+        _ => "HTTP/1.1",
+    }
+}
+
+fn seconds(value: &Value<'_>) -> Option<f64> {
+    match value {
+        Value::Duration(secs) => Some(*secs),
+        _ => None,
+    }
+}
+
+fn set_url(uri: &mut Uri, value: &Value<'_>) {
+    if let Some(text) = value.as_str() {
+        match text.parse::<http::uri::PathAndQuery>() {
+            Ok(path) => {
+                let mut parts = uri.clone().into_parts();
+                parts.path_and_query = Some(path);
+                if let Ok(new) = Uri::from_parts(parts) {
+                    *uri = new;
+                }
+            }
+            Err(_) => tracing::warn!(
+                url = text,
+                "policy set a URL that is not a valid request target; ignored"
+            ),
+        }
+    }
+}
+
+fn set_method(method: &mut Method, value: &Value<'_>) {
+    if let Some(parsed) = value
+        .as_str()
+        .and_then(|text| Method::from_bytes(text.as_bytes()).ok())
+    {
+        *method = parsed;
+    }
+}
+
+/// The response a client-side sub sees as `resp` (in `vcl_deliver` and `vcl_synth`).
+pub(super) struct ClientResponse {
+    pub status: StatusCode,
+    pub reason: Option<String>,
+    pub headers: HeaderMap,
+}
+
+/// Client-side state: the request as the policy has shaped it so far.
+pub(super) struct ClientSession {
+    pub req: Parts,
+    pub client: SocketAddr,
+    pub restarts: u32,
+    pub xid: i64,
+    pub hash: Vec<u8>,
+    pub hash_always_miss: bool,
+    pub backend_hint: Option<BackendId>,
+    pub resp: Option<ClientResponse>,
+    pub obj_hits: u64,
+    pub synthetic: Option<String>,
+    pub bans: Vec<BanExpr>,
+}
+
+impl ClientSession {
+    pub fn new(req: Parts, client: SocketAddr, backend_hint: Option<BackendId>) -> ClientSession {
+        ClientSession {
+            req,
+            client,
+            restarts: 0,
+            xid: next_xid(),
+            hash: Vec::new(),
+            hash_always_miss: false,
+            backend_hint,
+            resp: None,
+            obj_hits: 0,
+            synthetic: None,
+            bans: Vec::new(),
+        }
+    }
+}
+
+impl Context for ClientSession {
+    fn get(&self, var: Var) -> Value<'_> {
+        match var {
+            Var::ClientIp | Var::RemoteIp => Value::Ip(self.client.ip().to_canonical()),
+            Var::ReqUrl => Value::str(self.req.uri.path_and_query().map_or("/", |pq| pq.as_str())),
+            Var::ReqMethod => Value::str(self.req.method.as_str()),
+            Var::ReqProto => Value::str(proto(self.req.version)),
+            Var::ReqRestarts => Value::Int(i64::from(self.restarts)),
+            Var::ReqXid => Value::Int(self.xid),
+            Var::ReqEsiLevel => Value::Int(0),
+            Var::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),
+            Var::ReqBackendHint => Value::Backend(self.backend_hint),
+            Var::ObjHits => Value::Int(self.obj_hits as i64),
+            Var::RespStatus => self
+                .resp
+                .as_ref()
+                .map_or(Value::Unset, |r| Value::Int(i64::from(r.status.as_u16()))),
+            Var::RespReason => self.resp.as_ref().map_or(Value::Unset, |r| {
+                Value::str(r.reason.as_deref().or(r.status.canonical_reason()).unwrap_or(""))
+            }),
+            Var::Now => Value::Time(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+            ),
+            _ => Value::Unset,
+        }
+    }
+
+    fn set(&mut self, var: Var, value: Value<'static>) {
+        match var {
+            Var::ReqUrl => set_url(&mut self.req.uri, &value),
+            Var::ReqMethod => set_method(&mut self.req.method, &value),
+            Var::ReqHashAlwaysMiss => self.hash_always_miss = value.truthy(),
+            Var::ReqBackendHint => {
+                if let Value::Backend(backend) = value {
+                    self.backend_hint = backend;
+                }
+            }
+            Var::RespStatus => {
+                if let (Some(resp), Value::Int(code)) = (self.resp.as_mut(), &value) {
+                    if let Ok(status) = u16::try_from(*code)
+                        .map_err(drop)
+                        .and_then(|c| StatusCode::from_u16(c).map_err(drop))
+                    {
+                        resp.status = status;
+                    }
+                }
+            }
+            Var::RespReason => {
+                if let Some(resp) = self.resp.as_mut() {
+                    resp.reason = value.as_str().map(str::to_string);
+                }
+            }
+            _ => tracing::debug!(
+                variable = var.name(),
+                "the runtime does not track this variable yet"
+            ),
+        }
+    }
+
+    fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
+        match scope {
+            Scope::Req => read_header(&self.req.headers, name),
+            Scope::Resp | Scope::Obj => read_header(&self.resp.as_ref()?.headers, name),
+            _ => None,
+        }
+    }
+
+    fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+        match scope {
+            Scope::Req => write_header(&mut self.req.headers, name, value),
+            Scope::Resp => {
+                if let Some(resp) = self.resp.as_mut() {
+                    write_header(&mut resp.headers, name, value);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
+        match scope {
+            Scope::Req => {
+                self.req.headers.remove(name);
+            }
+            Scope::Resp => {
+                if let Some(resp) = self.resp.as_mut() {
+                    resp.headers.remove(name);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn hash_data(&mut self, data: &str) {
+        self.hash.extend_from_slice(data.as_bytes());
+        // Delimits the parts, so `hash_data("ab")` differs from `hash_data("a"); hash_data("b")`.
+        self.hash.push(0);
+    }
+
+    fn synthetic(&mut self, body: String) {
+        self.synthetic = Some(body);
+    }
+
+    fn ban(&mut self, ban: BanExpr) {
+        self.bans.push(ban);
+    }
+
+    fn log(&mut self, msg: &str) {
+        tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
+    }
+}
+
+/// Backend-side state: the origin request and, in `vcl_backend_response`, the response and
+/// the storage decisions the policy may change.
+pub(super) struct BackendSession<'a> {
+    pub bereq: &'a mut Parts,
+    pub beresp: Option<&'a mut http::response::Parts>,
+    pub uncacheable: bool,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub backend_name: &'a str,
+    pub xid: i64,
+}
+
+impl<'a> BackendSession<'a> {
+    pub fn new(bereq: &'a mut Parts, backend_name: &'a str, uncacheable: bool) -> BackendSession<'a> {
+        BackendSession {
+            bereq,
+            beresp: None,
+            uncacheable,
+            ttl: 0.0,
+            grace: 0.0,
+            keep: 0.0,
+            backend_name,
+            xid: next_xid(),
+        }
+    }
+}
+
+impl Context for BackendSession<'_> {
+    fn get(&self, var: Var) -> Value<'_> {
+        let beresp = self.beresp.as_deref();
+        match var {
+            Var::BereqUrl => Value::str(self.bereq.uri.path_and_query().map_or("/", |pq| pq.as_str())),
+            Var::BereqMethod => Value::str(self.bereq.method.as_str()),
+            Var::BereqProto => Value::str(proto(self.bereq.version)),
+            Var::BereqUncacheable => Value::Bool(self.uncacheable),
+            Var::BereqXid => Value::Int(self.xid),
+            Var::BereqRetries => Value::Int(0),
+            Var::BerespStatus => beresp.map_or(Value::Unset, |r| Value::Int(i64::from(r.status.as_u16()))),
+            Var::BerespReason => beresp.map_or(Value::Unset, |r| {
+                Value::str(r.status.canonical_reason().unwrap_or(""))
+            }),
+            Var::BerespProto => beresp.map_or(Value::Unset, |r| Value::str(proto(r.version))),
+            Var::BerespTtl => Value::Duration(self.ttl),
+            Var::BerespGrace => Value::Duration(self.grace),
+            Var::BerespKeep => Value::Duration(self.keep),
+            Var::BerespUncacheable => Value::Bool(self.uncacheable),
+            Var::BerespBackendName => Value::str(self.backend_name),
+            Var::BerespWas304 => Value::Bool(false),
+            _ => Value::Unset,
+        }
+    }
+
+    fn set(&mut self, var: Var, value: Value<'static>) {
+        match var {
+            Var::BereqUrl => set_url(&mut self.bereq.uri, &value),
+            Var::BereqMethod => set_method(&mut self.bereq.method, &value),
+            Var::BerespTtl => self.ttl = seconds(&value).unwrap_or(self.ttl),
+            Var::BerespGrace => self.grace = seconds(&value).unwrap_or(self.grace),
+            Var::BerespKeep => self.keep = seconds(&value).unwrap_or(self.keep),
+            // Varnish refuses to make an uncacheable response cacheable again; so do we.
+            Var::BerespUncacheable => self.uncacheable |= value.truthy(),
+            Var::BerespStatus => {
+                if let (Some(beresp), Value::Int(code)) = (self.beresp.as_deref_mut(), &value) {
+                    if let Ok(status) = u16::try_from(*code)
+                        .map_err(drop)
+                        .and_then(|c| StatusCode::from_u16(c).map_err(drop))
+                    {
+                        beresp.status = status;
+                    }
+                }
+            }
+            _ => tracing::debug!(
+                variable = var.name(),
+                "the runtime does not track this variable yet"
+            ),
+        }
+    }
+
+    fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
+        match scope {
+            Scope::Bereq => read_header(&self.bereq.headers, name),
+            Scope::Beresp => read_header(&self.beresp.as_deref()?.headers, name),
+            _ => None,
+        }
+    }
+
+    fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+        match scope {
+            Scope::Bereq => write_header(&mut self.bereq.headers, name, value),
+            Scope::Beresp => {
+                if let Some(beresp) = self.beresp.as_deref_mut() {
+                    write_header(&mut beresp.headers, name, value);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
+        match scope {
+            Scope::Bereq => {
+                self.bereq.headers.remove(name);
+            }
+            Scope::Beresp => {
+                if let Some(beresp) = self.beresp.as_deref_mut() {
+                    beresp.headers.remove(name);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn hash_data(&mut self, _data: &str) {}
+
+    fn synthetic(&mut self, _body: String) {}
+
+    fn ban(&mut self, _ban: BanExpr) {}
+
+    fn log(&mut self, msg: &str) {
+        tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
+    }
+}
