@@ -22,6 +22,8 @@ pub mod plugin;
 pub mod policy;
 mod proxy;
 mod server;
+pub mod stats;
+pub mod version;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,6 +58,14 @@ pub struct CacheUsage {
     pub keys: u64,
 }
 
+/// What [`Running::active_version`] reports.
+#[derive(Clone, Debug)]
+pub struct VersionInfo {
+    /// 1 at start, +1 per successful reload.
+    pub generation: u64,
+    pub policy: Option<version::PolicySource>,
+}
+
 /// A started server.
 pub struct Running {
     listen_addrs: Vec<SocketAddr>,
@@ -78,6 +88,12 @@ impl Running {
         }
     }
 
+    /// The configuration version serving new requests.
+    pub fn active_version(&self) -> VersionInfo {
+        let version = self.shared.active.load();
+        VersionInfo { generation: version.generation, policy: version.source.clone() }
+    }
+
     /// Stops accepting, lets requests in flight finish (bounded by `shutdown_grace`), returns.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
@@ -88,16 +104,7 @@ impl Running {
 /// Binds the listeners and starts serving on the current tokio runtime.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
-    let policy = match &config.policy {
-        Some(path) => Some(Arc::new(policy::load(path).map_err(|diagnostics| {
-            StartError::Policy {
-                path: path.display().to_string(),
-                rendered: diagnostics.render(),
-            }
-        })?)),
-        None => None,
-    };
-    let backends = backends(&config, policy.as_deref())?;
+    let version = version::Version::load(&config, 1, None)?;
     let listeners = server::bind(&config.listen)
         .await
         .map_err(|(address, source)| StartError::Bind { address, source })?;
@@ -105,7 +112,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .iter()
         .map(|listener| listener.local_addr().expect("a bound listener has an address"))
         .collect();
-    let shared = Arc::new(proxy::Shared::new(&config, backends, policy));
+    let shared = Arc::new(proxy::Shared::new(&config, version));
     let (stop, stopped) = watch::channel(false);
     let done = tokio::spawn(server::serve(
         listeners,
@@ -119,37 +126,6 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stop,
         done,
     })
-}
-
-/// The origins: those the policy declares, or the `-b` one when it declares none.
-fn backends(
-    config: &Config,
-    policy: Option<&policy_lang::Program>,
-) -> Result<Vec<backend::Backend>, StartError> {
-    let declared = policy.map_or(&[][..], |program| program.backends());
-    if declared.is_empty() {
-        let address = config.backend.as_deref().ok_or_else(|| {
-            StartError::Backend("no backend given (-b HOST:PORT) and the policy declares none".into())
-        })?;
-        let backend =
-            backend::Backend::new("default", address, config.timeouts).map_err(StartError::Backend)?;
-        return Ok(vec![backend]);
-    }
-    declared
-        .iter()
-        .map(|decl| {
-            let timeouts = config::BackendTimeouts {
-                connect: decl.connect_timeout.unwrap_or(config.timeouts.connect),
-                first_byte: decl.first_byte_timeout.unwrap_or(config.timeouts.first_byte),
-                between_bytes: decl
-                    .between_bytes_timeout
-                    .unwrap_or(config.timeouts.between_bytes),
-            };
-            let address = format!("{}:{}", decl.host, decl.port);
-            backend::Backend::new(&decl.name, &address, timeouts)
-                .map_err(|error| StartError::Backend(format!("{}: {error}", decl.name)))
-        })
-        .collect()
 }
 
 /// Runs edgecache until SIGINT or SIGTERM, on a runtime with `config.threads` workers.

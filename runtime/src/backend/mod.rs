@@ -9,6 +9,8 @@
 mod error;
 mod timed_body;
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +22,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::cache::body::BoxError;
 use crate::config::BackendTimeouts;
+use crate::stats::BackendStats;
 
 pub use error::{BackendError, FailureKind, Stage};
 pub use timed_body::TimedBody;
@@ -34,9 +37,15 @@ pub struct Backend {
     authority: http::uri::Authority,
     timeouts: BackendTimeouts,
     client: Client<HttpConnector, OutgoingBody>,
+    stats: Arc<BackendStats>,
 }
 
 impl Backend {
+    fn failed(&self, error: BackendError) -> BackendError {
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        error
+    }
+
     /// A backend called `name` at `address` (`host:port`).
     pub fn new(name: &str, address: &str, timeouts: BackendTimeouts) -> Result<Backend, String> {
         let authority: http::uri::Authority = address
@@ -53,6 +62,7 @@ impl Backend {
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
         Ok(Backend {
+            stats: Arc::default(),
             name: name.to_string(),
             authority,
             timeouts,
@@ -62,6 +72,14 @@ impl Backend {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn stats(&self) -> &BackendStats {
+        &self.stats
+    }
+
+    pub fn timeouts(&self) -> BackendTimeouts {
+        self.timeouts
     }
 
     /// `host:port` of the origin.
@@ -88,16 +106,16 @@ impl Backend {
             .expect("scheme, authority and path were each valid");
         *request.version_mut() = http::Version::HTTP_11;
         let budget = self.timeouts.connect + self.timeouts.first_byte;
-        let response = match tokio::time::timeout(budget, self.client.request(request)).await {
+        self.stats.fetches.fetch_add(1, Ordering::Relaxed);
+        self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+        let outcome = tokio::time::timeout(budget, self.client.request(request)).await;
+        self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let response = match outcome {
             Ok(Ok(response)) => response,
-            Ok(Err(error)) => return Err(BackendError::from_client(self, error)),
+            Ok(Err(error)) => return Err(self.failed(BackendError::from_client(self, error))),
             Err(_) => {
-                return Err(BackendError::new(
-                    self,
-                    Stage::FirstByte,
-                    FailureKind::Timeout,
-                    "no response head in time",
-                ))
+                let error = BackendError::new(self, Stage::FirstByte, FailureKind::Timeout, "no response head in time");
+                return Err(self.failed(error));
             }
         };
         let between_bytes = self.timeouts.between_bytes;

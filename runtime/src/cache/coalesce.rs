@@ -21,6 +21,7 @@ use super::body::SharedBody;
 use super::key::CacheKey;
 use super::object::ObjectHead;
 use super::rules::vary::VaryRule;
+use crate::stats::Stats;
 
 /// What a leader's fetch turned into, as seen by its waiters.
 #[derive(Clone)]
@@ -150,7 +151,8 @@ pub struct Waiter {
 
 impl Waiter {
     /// The leader's outcome, or `Failed` when it does not come within `limit`.
-    pub async fn outcome(mut self, limit: Duration) -> FetchOutcome {
+    pub async fn outcome(mut self, limit: Duration, stats: &Stats) -> FetchOutcome {
+        stats.coalesced_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wait = self.slot.wait_for(Option::is_some);
         match tokio::time::timeout(limit, wait).await {
             Ok(Ok(outcome)) => outcome.clone().unwrap_or(FetchOutcome::Failed),

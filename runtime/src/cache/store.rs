@@ -15,6 +15,7 @@ use moka::Expiry;
 use super::key::CacheKey;
 use super::object::CachedObject;
 use super::rules::vary::VaryRule;
+use crate::stats::Stats;
 
 /// Most variants kept per primary key; the oldest goes when a new one arrives.
 const MAX_VARIANTS: usize = 32;
@@ -73,8 +74,13 @@ pub struct Store {
 
 impl Store {
     /// A store holding at most `capacity` bytes.
-    pub fn new(capacity: u64) -> Store {
+    pub fn new(capacity: u64, stats: Arc<Stats>) -> Store {
         let objects = Cache::builder()
+            .eviction_listener(move |_key, _value, cause| {
+                if cause == moka::notification::RemovalCause::Size {
+                    stats.evictions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
             .max_capacity(capacity)
             .weigher(|_key: &CacheKey, variants: &Arc<Variants>| {
                 u32::try_from(variants.weight).unwrap_or(u32::MAX)

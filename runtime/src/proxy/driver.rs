@@ -29,6 +29,7 @@ use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::stale::{self, Reuse, StaleSituation};
 use crate::cache::state::CacheState;
 use crate::cache::store::variant_matches;
+use crate::version::Version;
 
 /// How often a request goes back to the cache after a fetch it waited on failed or produced a
 /// different variant, before it fetches for itself without coalescing.
@@ -46,14 +47,16 @@ pub(crate) async fn handle(
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
-    let (mut response, cache) = match shared.policy.clone() {
-        Some(program) => vcl_route(&shared, &program, client, request).await,
-        None => route(&shared, client, request).await,
+    let version = shared.active.load_full();
+    let (mut response, cache) = match &version.policy {
+        Some(program) => vcl_route(&shared, &version, program, client, request).await,
+        None => route(&shared, &version, client, request).await,
     };
     response.headers_mut().insert(
         &shared.cache_status_header,
         HeaderValue::from_static(cache.as_str()),
     );
+    shared.stats.record(cache);
     access_log::record(AccessRecord {
         method: &method,
         uri: &uri,
@@ -62,7 +65,7 @@ pub(crate) async fn handle(
         bytes: http_body::Body::size_hint(response.body()).exact(),
         duration: started.elapsed(),
         backend: (cache != CacheState::Hit && cache != CacheState::Synth)
-            .then(|| shared.default_backend().name()),
+            .then(|| version.default_backend().name()),
         client: client.ip(),
     });
     response
@@ -82,22 +85,23 @@ fn no_body() -> OutgoingBody {
 
 async fn route(
     shared: &Arc<Shared>,
+    version: &Arc<Version>,
     client: SocketAddr,
     request: Request<Incoming>,
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
-    let backend = shared.default_backend();
+    let backend = version.default_backend();
     if parts.method.as_str() == "PURGE" {
         return (purge(shared, client, &parts), CacheState::Synth);
     }
     if builtin_passes(&parts) {
         return (
-            fetch::pass(shared, backend, client, &parts, streamed(body)).await,
+            fetch::pass(shared, version, backend, client, &parts, streamed(body)).await,
             CacheState::Pass,
         );
     }
     let key = default_key(&parts);
-    lookup(shared, backend, client, &parts, key).await
+    lookup(shared, version, backend, client, &parts, key).await
 }
 
 /// Varnish's builtin `vcl_recv`: only GET and HEAD are looked up, and requests carrying
@@ -144,6 +148,7 @@ fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<Proxy
 /// origin.
 async fn lookup(
     shared: &Arc<Shared>,
+    version: &Arc<Version>,
     backend: &Backend,
     client: SocketAddr,
     request: &Parts,
@@ -181,9 +186,7 @@ async fn lookup(
                         ignore_request,
                     );
                     grant.map(|_| {
-                        fetch::refresh_in_background(
-                            shared,
-                            backend,
+                        fetch::refresh_in_background(shared, version, backend,
                             client,
                             request,
                             key.clone(),
@@ -211,13 +214,11 @@ async fn lookup(
             );
         }
         if shared.coalescer.is_hit_for_pass(&key) {
-            return fetch::miss(shared, backend, client, request.clone(), key, None, stored).await;
+            return fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await;
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
-                return fetch::miss(
-                    shared,
-                    backend,
+                return fetch::miss(shared, version, backend,
                     client,
                     request.clone(),
                     key,
@@ -226,7 +227,7 @@ async fn lookup(
                 )
                 .await;
             }
-            Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait).await {
+            Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
                 FetchOutcome::Streaming { head, rule, body } => {
                     if variant_matches(&rule, &request.headers, &head.variant) {
                         let now = SystemTime::now();
@@ -236,7 +237,7 @@ async fn lookup(
                     }
                 }
                 FetchOutcome::Uncacheable => {
-                    let response = fetch::pass(shared, backend, client, request, no_body()).await;
+                    let response = fetch::pass(shared, version, backend, client, request, no_body()).await;
                     return (response, CacheState::Pass);
                 }
                 FetchOutcome::Failed => {}
@@ -244,7 +245,7 @@ async fn lookup(
         }
     }
     let stored = shared.store.lookup(&key, &request.headers);
-    fetch::miss(shared, backend, client, request.clone(), key, None, stored).await
+    fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await
 }
 
 // === with a policy ===
@@ -253,6 +254,7 @@ async fn lookup(
 /// synth, then `vcl_deliver` (or `vcl_synth`), with `restart` starting over.
 async fn vcl_route(
     shared: &Arc<Shared>,
+    version: &Arc<Version>,
     program: &Program,
     client: SocketAddr,
     request: Request<Incoming>,
@@ -264,19 +266,19 @@ async fn vcl_route(
         let step = match program.run(Sub::Recv, &mut session) {
             Action::Lookup => {
                 let key = vcl_key(program, &mut session);
-                let backend = shared.backend_for(session.backend_hint);
+                let backend = version.backend_for(session.backend_hint);
                 if session.hash_always_miss {
                     let request = session.req.clone();
-                    Ok(fetch::miss(shared, backend, client, request, key, None, None).await)
+                    Ok(fetch::miss(shared, version, backend, client, request, key, None, None).await)
                 } else {
-                    Ok(lookup(shared, backend, client, &session.req, key).await)
+                    Ok(lookup(shared, version, backend, client, &session.req, key).await)
                 }
             }
             Action::Pass => {
-                let backend = shared.backend_for(session.backend_hint);
+                let backend = version.backend_for(session.backend_hint);
                 let outgoing = body.take().map_or_else(no_body, streamed);
                 Ok((
-                    fetch::pass(shared, backend, client, &session.req, outgoing).await,
+                    fetch::pass(shared, version, backend, client, &session.req, outgoing).await,
                     CacheState::Pass,
                 ))
             }

@@ -15,6 +15,7 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::oneshot;
 
 use super::vcl::BackendSession;
+use crate::version::Version;
 use super::{headers, respond, synth, Shared};
 use crate::backend::{Backend, BackendError, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
@@ -87,22 +88,19 @@ fn failure(error: &BackendError) -> Response<ProxyBody> {
 /// Forwards the request, body included, and relays the response; nothing is stored.
 pub(super) async fn pass(
     shared: &Shared,
+    version: &Version,
     backend: &Backend,
     client: SocketAddr,
     parts: &Parts,
     body: OutgoingBody,
 ) -> Response<ProxyBody> {
     let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
-    vcl_backend_fetch(shared, backend, &mut bereq, true);
+    vcl_backend_fetch(version, backend, &mut bereq, true);
     match backend.send(bereq).await {
         Ok(response) => {
             invalidate_after(shared, parts, &response);
             let (mut head, body) = response.into_parts();
-            if let Some(program) = shared
-                .policy
-                .as_deref()
-                .filter(|p| p.has_sub(Sub::BackendResponse))
-            {
+            if let Some(program) = version.policy_defining(Sub::BackendResponse) {
                 let mut request = parts.clone();
                 let mut session = BackendSession::new(&mut request, backend.name(), true);
                 session.beresp = Some(&mut head);
@@ -120,12 +118,12 @@ pub(super) async fn pass(
 
 /// Runs `vcl_backend_fetch` over an origin request, when the policy defines it.
 fn vcl_backend_fetch(
-    shared: &Shared,
+    version: &Version,
     backend: &Backend,
     bereq: &mut Request<OutgoingBody>,
     uncacheable: bool,
 ) {
-    let Some(program) = shared.policy.as_deref().filter(|p| p.has_sub(Sub::BackendFetch)) else {
+    let Some(program) = version.policy_defining(Sub::BackendFetch) else {
         return;
     };
     let mut parts = Request::new(()).into_parts().0;
@@ -239,6 +237,7 @@ fn stale_on_error<'a>(
 /// hit-for-pass.
 pub(super) async fn miss(
     shared: &Arc<Shared>,
+    version: &Arc<Version>,
     backend: &Backend,
     client: SocketAddr,
     parts: Parts,
@@ -249,10 +248,11 @@ pub(super) async fn miss(
     let method = parts.method.clone();
     let request_headers = parts.headers.clone();
     let mut bereq = fill_request(&parts, client.ip(), stale.as_deref());
-    vcl_backend_fetch(shared, backend, &mut bereq, false);
+    vcl_backend_fetch(version, backend, &mut bereq, false);
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
         shared: shared.clone(),
+        version: version.clone(),
         backend: backend.clone(),
         key,
         leader,
@@ -305,6 +305,7 @@ pub(super) async fn miss(
 /// refresh per key runs: when a fetch for the key is already in flight, this does nothing.
 pub(super) fn refresh_in_background(
     shared: &Arc<Shared>,
+    version: &Arc<Version>,
     backend: &Backend,
     client: SocketAddr,
     request: &Parts,
@@ -315,9 +316,10 @@ pub(super) fn refresh_in_background(
         return;
     };
     let mut bereq = fill_request(request, client.ip(), Some(&stale));
-    vcl_backend_fetch(shared, backend, &mut bereq, false);
+    vcl_backend_fetch(version, backend, &mut bereq, false);
     let task = FetchTask {
         shared: shared.clone(),
+        version: version.clone(),
         backend: backend.clone(),
         key,
         leader: Some(leader),
@@ -331,6 +333,7 @@ pub(super) fn refresh_in_background(
 
 struct FetchTask {
     shared: Arc<Shared>,
+    version: Arc<Version>,
     backend: Backend,
     key: CacheKey,
     leader: Option<Leader>,
@@ -466,7 +469,7 @@ impl FetchTask {
         // With a policy, Varnish's rules apply instead: the builtin `vcl_backend_response`
         // refuses `no-store`, `private`, `Set-Cookie` and the like, and a user's sub may
         // override it, as in Varnish.
-        if shared.policy.is_none() {
+        if self.version.policy.is_none() {
             storable::check_storable(
                 &Method::GET,
                 &self.request.headers,
@@ -493,7 +496,7 @@ impl FetchTask {
         let initial_age = age::initial_age(fields, request_time, response_time);
         let has_validator = storable::has_validator(fields);
         let (mut grace, mut keep) = (shared.grace, shared.keep);
-        if let Some(program) = shared.policy.as_deref() {
+        if let Some(program) = self.version.policy.as_ref() {
             let remaining = ttl.saturating_sub(initial_age);
             let decision = self.vcl_backend_response(program, status, fields, version, remaining);
             let Some((vcl_ttl, vcl_grace, vcl_keep)) = decision else {

@@ -18,12 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
-use policy_lang::{BackendId, BanContext, BanExpr, Program};
+use arc_swap::ArcSwap;
+use policy_lang::{BanContext, BanExpr};
 
 use http::HeaderName;
 use ipnet::IpNet;
 
-use crate::backend::Backend;
 use crate::cache::coalesce::Coalescer;
 use crate::cache::key::CacheKey;
 use crate::cache::object::CachedObject;
@@ -31,6 +31,8 @@ use crate::cache::rules::freshness::FreshnessOptions;
 use crate::cache::rules::storable::StoreOptions;
 use crate::cache::store::Store;
 use crate::config::Config;
+use crate::stats::Stats;
+use crate::version::Version;
 
 pub(crate) use driver::handle;
 
@@ -77,9 +79,9 @@ impl BanContext for BanTarget<'_> {
 
 /// What every request shares: settings, the cache, the origin.
 pub(crate) struct Shared {
-    /// Origins: those the policy declares (indexed by `BackendId`), else the `-b` one.
-    pub backends: Vec<Backend>,
-    pub policy: Option<Arc<Program>>,
+    /// The configuration version new requests start on.
+    pub active: ArcSwap<Version>,
+    pub stats: Arc<Stats>,
     bans: RwLock<Vec<Ban>>,
     pub store: Store,
     pub coalescer: Coalescer,
@@ -96,16 +98,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: &Config, backends: Vec<Backend>, policy: Option<Arc<Program>>) -> Shared {
-        assert!(
-            !backends.is_empty(),
-            "start() refuses a configuration without a backend"
-        );
+    pub fn new(config: &Config, version: Version) -> Shared {
+        let stats = Arc::new(Stats::default());
         Shared {
-            backends,
-            policy,
+            active: ArcSwap::from_pointee(version),
+            stats: stats.clone(),
             bans: RwLock::default(),
-            store: Store::new(config.cache_size),
+            store: Store::new(config.cache_size, stats.clone()),
             coalescer: Coalescer::new(config.hit_for_pass_ttl),
             freshness: FreshnessOptions {
                 default_ttl: config.default_ttl,
@@ -124,22 +123,6 @@ impl Shared {
             ignore_request_cache_control: config.ignore_request_cache_control,
             targeted_cache_control: config.targeted_cache_control.clone(),
         }
-    }
-
-    /// The backend used when the policy picks none.
-    pub fn default_backend(&self) -> &Backend {
-        let index = self
-            .policy
-            .as_ref()
-            .and_then(|p| p.default_backend())
-            .map_or(0, |id| id.index());
-        self.backends.get(index).unwrap_or(&self.backends[0])
-    }
-
-    /// The backend `req.backend_hint` names, or the default.
-    pub fn backend_for(&self, hint: Option<BackendId>) -> &Backend {
-        hint.and_then(|id| self.backends.get(id.index()))
-            .unwrap_or_else(|| self.default_backend())
     }
 
     /// Removes every variant of `key` and forgets its hit-for-pass mark.

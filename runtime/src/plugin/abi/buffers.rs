@@ -1,0 +1,74 @@
+//! Buffers: `proxy_get_buffer_bytes`, `proxy_set_buffer_bytes`, `proxy_get_buffer_status`.
+//!
+//! Plugin configuration (7) and VM configuration (6) are available in every callback.
+//! Bodies (0, 1) are not supported yet: reads return `NOT_FOUND` (the SDKs map it to
+//! None), writes are accepted and dropped; both are logged once per plugin. Other buffers
+//! do not exist (`NOT_FOUND`).
+
+use wasmtime::{Caller, Linker};
+
+use super::{hand_over, once, status, write_u32, HostState};
+
+const REQUEST_BODY: i32 = 0;
+const RESPONSE_BODY: i32 = 1;
+const VM_CONFIGURATION: i32 = 6;
+const PLUGIN_CONFIGURATION: i32 = 7;
+
+pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap("env", "proxy_get_buffer_bytes", get_bytes)?;
+    linker.func_wrap("env", "proxy_set_buffer_bytes", set_bytes)?;
+    linker.func_wrap("env", "proxy_get_buffer_status", get_status)?;
+    Ok(())
+}
+
+fn get_bytes(
+    mut caller: Caller<'_, HostState>,
+    buffer: i32,
+    start: i32,
+    max: i32,
+    ret_ptr: i32,
+    ret_len: i32,
+) -> wasmtime::Result<i32> {
+    let meta = caller.data().meta.clone();
+    let data = match buffer {
+        VM_CONFIGURATION => &meta.vm_config,
+        PLUGIN_CONFIGURATION => &meta.config,
+        REQUEST_BODY | RESPONSE_BODY => {
+            meta.log_once(
+                once::BODY,
+                "the plugin read a request/response body; body access is not supported yet (returned NOT_FOUND)",
+            );
+            return Ok(status::NOT_FOUND);
+        }
+        _ => return Ok(status::NOT_FOUND),
+    };
+    let start = (start as u32 as usize).min(data.len());
+    let end = start.saturating_add(max as u32 as usize).min(data.len());
+    hand_over(&mut caller, &data[start..end], ret_ptr, ret_len)
+}
+
+fn set_bytes(caller: Caller<'_, HostState>, buffer: i32, _start: i32, _size: i32, _ptr: i32, _len: i32) -> i32 {
+    match buffer {
+        REQUEST_BODY | RESPONSE_BODY => {
+            caller.data().meta.log_once(
+                once::SET_BODY,
+                "the plugin wrote a request/response body; body access is not supported yet (ignored)",
+            );
+            status::OK
+        }
+        _ => status::NOT_FOUND,
+    }
+}
+
+fn get_status(mut caller: Caller<'_, HostState>, buffer: i32, len_ptr: i32, flags_ptr: i32) -> i32 {
+    let len = match buffer {
+        VM_CONFIGURATION => caller.data().meta.vm_config.len(),
+        PLUGIN_CONFIGURATION => caller.data().meta.config.len(),
+        _ => return status::NOT_FOUND,
+    };
+    if write_u32(&mut caller, len_ptr, len as u32) && write_u32(&mut caller, flags_ptr, 0) {
+        status::OK
+    } else {
+        status::INVALID_MEMORY_ACCESS
+    }
+}

@@ -1,0 +1,252 @@
+//! The proxy-wasm 0.2.1 host functions (module `env`) and the WASI preview1 shims, over one
+//! [`HostState`] per store.
+//!
+//! Rules every host function follows (see `docs/plugins.md` and the ABI research note):
+//! - guest pointers are bounds-checked; a bad pointer gives `INVALID_MEMORY_ACCESS`, never a
+//!   host panic;
+//! - bytes are handed to the guest through its allocator, never for an empty result (the
+//!   host writes `(0, 0)` instead);
+//! - stubs return a status the Rust SDK accepts (it panics on anything unexpected) and log
+//!   once per plugin.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Caller, Engine, Extern, Linker, Memory, Store, TypedFunc};
+
+use super::engine::PluginMeta;
+use super::sandbox::MemoryLimiter;
+use super::view::{LocalResponse, RequestView, ResponseView};
+
+mod buffers;
+pub(crate) mod headers;
+mod http;
+mod log;
+mod properties;
+mod shared_data;
+mod time;
+mod wasi;
+
+/// `proxy_status_t`.
+pub(crate) mod status {
+    pub const OK: i32 = 0;
+    pub const NOT_FOUND: i32 = 1;
+    pub const BAD_ARGUMENT: i32 = 2;
+    pub const SERIALIZATION_FAILURE: i32 = 3;
+    pub const INVALID_MEMORY_ACCESS: i32 = 6;
+    pub const CAS_MISMATCH: i32 = 8;
+    pub const INTERNAL_FAILURE: i32 = 10;
+}
+
+/// Everything host functions can reach: one per store (= per instance).
+pub(crate) struct HostState {
+    pub(crate) meta: Arc<PluginMeta>,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) memory: Option<Memory>,
+    pub(crate) alloc: Option<TypedFunc<i32, i32>>,
+    /// The context host calls act on; set before every callback.
+    pub(crate) effective_context: u32,
+    /// The request of the current callback, moved in for its duration.
+    pub(crate) req: Option<RequestView>,
+    /// The response of the current callback, moved in for its duration.
+    pub(crate) resp: Option<ResponseView>,
+    /// Set by `proxy_send_local_response` during the current callback.
+    pub(crate) local_response: Option<LocalResponse>,
+    /// Set by `proxy_set_tick_period_milliseconds`.
+    pub(crate) tick_period: Option<Duration>,
+    /// The last ERROR/CRITICAL line the plugin logged during the current callback (the Rust
+    /// SDK logs its panic message this way before it aborts); quoted in trap errors.
+    pub(crate) last_error_log: Option<String>,
+    /// Values stored by `proxy_set_property`.
+    pub(crate) properties: HashMap<String, Vec<u8>>,
+}
+
+impl HostState {
+    pub(crate) fn new(meta: Arc<PluginMeta>, memory_limit: usize) -> Self {
+        HostState {
+            meta,
+            limiter: MemoryLimiter::new(memory_limit),
+            memory: None,
+            alloc: None,
+            effective_context: 0,
+            req: None,
+            resp: None,
+            local_response: None,
+            tick_period: None,
+            last_error_log: None,
+            properties: HashMap::new(),
+        }
+    }
+}
+
+/// A host function was called in a way the ABI does not allow; the callback fails with
+/// [`Cause::Abi`](super::Cause::Abi).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct AbiViolation(pub(crate) String);
+
+/// The guest called `proc_exit`.
+#[derive(Debug, thiserror::Error)]
+#[error("proc_exit({0})")]
+pub(crate) struct ProcExit(pub(crate) i32);
+
+/// The base linker for one engine, and the `(module, name)` pairs it defines.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<(Linker<HostState>, HashSet<(String, String)>)> {
+    let mut linker = Linker::new(engine);
+    log::define(&mut linker)?;
+    headers::define(&mut linker)?;
+    buffers::define(&mut linker)?;
+    properties::define(&mut linker)?;
+    shared_data::define(&mut linker)?;
+    time::define(&mut linker)?;
+    http::define(&mut linker)?;
+    wasi::define(&mut linker, "wasi_snapshot_preview1")?;
+    wasi::define(&mut linker, "wasi_unstable")?;
+
+    let defined = linker_names(&linker, engine);
+    Ok((linker, defined))
+}
+
+fn linker_names(linker: &Linker<HostState>, engine: &Engine) -> HashSet<(String, String)> {
+    // `Linker::iter` needs a store of the linker's data type; a throwaway one is fine.
+    let meta = Arc::new(PluginMeta::placeholder());
+    let mut store = Store::new(engine, HostState::new(meta, 0));
+    linker
+        .iter(&mut store)
+        .map(|(m, n, _)| (m.to_string(), n.to_string()))
+        .collect()
+}
+
+/// Whether unknown imports from this module get a stub (see `engine::load`).
+pub(crate) fn stub_kind(module: &str, name: &str) -> Option<StubKind> {
+    match module {
+        "env" if name.starts_with("proxy_") => Some(StubKind::Trap),
+        "wasi_snapshot_preview1" | "wasi_unstable" => Some(StubKind::Enosys),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StubKind {
+    /// Fails the callback with an ABI error naming the import.
+    Trap,
+    /// Returns WASI `ENOSYS` (all WASI preview1 functions return an errno).
+    Enosys,
+}
+
+// === guest memory helpers ===
+
+pub(crate) fn memory(caller: &mut Caller<'_, HostState>) -> Option<Memory> {
+    if let Some(m) = caller.data().memory {
+        return Some(m);
+    }
+    let m = caller.get_export("memory").and_then(Extern::into_memory)?;
+    caller.data_mut().memory = Some(m);
+    Some(m)
+}
+
+/// `ptr..ptr+len` of guest memory, if in bounds.
+pub(crate) fn range(data: &[u8], ptr: i32, len: i32) -> Option<&[u8]> {
+    let start = ptr as u32 as usize;
+    let end = start.checked_add(len as u32 as usize)?;
+    data.get(start..end)
+}
+
+/// A copy of guest bytes.
+pub(crate) fn read(caller: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let mem = memory(caller)?;
+    range(mem.data(&*caller), ptr, len).map(<[u8]>::to_vec)
+}
+
+pub(crate) fn write(caller: &mut Caller<'_, HostState>, ptr: i32, bytes: &[u8]) -> bool {
+    let Some(mem) = memory(caller) else {
+        return false;
+    };
+    let start = ptr as u32 as usize;
+    match start
+        .checked_add(bytes.len())
+        .and_then(|end| mem.data_mut(&mut *caller).get_mut(start..end))
+    {
+        Some(dst) => {
+            dst.copy_from_slice(bytes);
+            true
+        }
+        None => false,
+    }
+}
+
+pub(crate) fn write_u32(caller: &mut Caller<'_, HostState>, ptr: i32, v: u32) -> bool {
+    write(caller, ptr, &v.to_le_bytes())
+}
+
+pub(crate) fn write_u64(caller: &mut Caller<'_, HostState>, ptr: i32, v: u64) -> bool {
+    write(caller, ptr, &v.to_le_bytes())
+}
+
+/// Hands `bytes` to the guest: allocates with its allocator, copies, writes `(ptr, len)` to
+/// the two return pointers. An empty result writes `(0, 0)` and allocates nothing.
+pub(crate) fn hand_over(
+    caller: &mut Caller<'_, HostState>,
+    bytes: &[u8],
+    ret_ptr: i32,
+    ret_len: i32,
+) -> wasmtime::Result<i32> {
+    if bytes.is_empty() {
+        if write_u32(caller, ret_ptr, 0) && write_u32(caller, ret_len, 0) {
+            return Ok(status::OK);
+        }
+        return Ok(status::INVALID_MEMORY_ACCESS);
+    }
+    let Ok(len) = i32::try_from(bytes.len()) else {
+        return Ok(status::INTERNAL_FAILURE);
+    };
+    let alloc = match caller.data().alloc.clone() {
+        Some(a) => a,
+        None => {
+            let found = caller
+                .get_export("proxy_on_memory_allocate")
+                .or_else(|| caller.get_export("malloc"))
+                .and_then(Extern::into_func)
+                .and_then(|f| f.typed::<i32, i32>(&*caller).ok());
+            match found {
+                Some(a) => {
+                    caller.data_mut().alloc = Some(a.clone());
+                    a
+                }
+                None => {
+                    return Err(AbiViolation("the plugin exports no allocator".into()).into());
+                }
+            }
+        }
+    };
+    let ptr = alloc.call(&mut *caller, len)?;
+    if ptr == 0 {
+        return Ok(status::INTERNAL_FAILURE);
+    }
+    if !write(caller, ptr, bytes) {
+        return Err(AbiViolation("the plugin allocator returned an out-of-bounds buffer".into()).into());
+    }
+    if write_u32(caller, ret_ptr, ptr as u32) && write_u32(caller, ret_len, len as u32) {
+        Ok(status::OK)
+    } else {
+        Ok(status::INVALID_MEMORY_ACCESS)
+    }
+}
+
+/// Bits for [`PluginMeta::log_once`].
+pub(crate) mod once {
+    pub const BODY: u64 = 1 << 0;
+    pub const HTTP_CALL: u64 = 1 << 1;
+    pub const GRPC: u64 = 1 << 2;
+    pub const QUEUE: u64 = 1 << 3;
+    pub const FOREIGN: u64 = 1 << 4;
+    pub const PAUSE: u64 = 1 << 5;
+    pub const BAD_HEADER: u64 = 1 << 6;
+    pub const NO_MAP: u64 = 1 << 7;
+    pub const SET_BODY: u64 = 1 << 8;
+    pub const CLOSE_STREAM: u64 = 1 << 9;
+}

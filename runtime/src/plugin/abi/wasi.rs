@@ -1,0 +1,157 @@
+//! The WASI preview1 functions SDK-built plugins import, written by hand (no filesystem, no
+//! environment, no sockets). Registered under `wasi_snapshot_preview1` and `wasi_unstable`.
+//! Any other WASI import is stubbed at load time to return `ENOSYS`.
+//!
+//! | function | behaviour |
+//! |---|---|
+//! | `fd_write` | fd 1 → info log, fd 2 → warn log, others `EBADF` |
+//! | `fd_read`, `fd_close`, `fd_seek`, `fd_prestat_get`, `fd_prestat_dir_name` | `EBADF` (no preopened directories) |
+//! | `fd_fdstat_get` | fds 0–2 are character devices, others `EBADF` |
+//! | `environ_*`, `args_*` | empty |
+//! | `clock_time_get`, `clock_res_get` | realtime and monotonic clocks (CPU-time clocks read as monotonic) |
+//! | `random_get` | the OS CSPRNG |
+//! | `sched_yield` | success |
+//! | `poll_oneoff` | `ENOSYS` |
+//! | `proc_exit` | ends the callback as a trap; the instance is replaced |
+
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use wasmtime::{Caller, Linker};
+
+use super::log::emit;
+use super::time::unix_nanos;
+use super::{memory, range, write, write_u32, write_u64, HostState, ProcExit};
+
+const SUCCESS: i32 = 0;
+const EBADF: i32 = 8;
+const EFAULT: i32 = 21;
+const EINVAL: i32 = 28;
+const ENOSYS: i32 = 52;
+pub(crate) const ENOSYS_STUB: i32 = ENOSYS;
+
+static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+pub(super) fn define(linker: &mut Linker<HostState>, module: &str) -> wasmtime::Result<()> {
+    linker.func_wrap(module, "fd_write", fd_write)?;
+    linker.func_wrap(module, "fd_read", |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| EBADF)?;
+    linker.func_wrap(module, "fd_close", |_: Caller<'_, HostState>, _: i32| EBADF)?;
+    linker.func_wrap(module, "fd_seek", |_: Caller<'_, HostState>, _: i32, _: i64, _: i32, _: i32| EBADF)?;
+    linker.func_wrap(module, "fd_prestat_get", |_: Caller<'_, HostState>, _: i32, _: i32| EBADF)?;
+    linker.func_wrap(module, "fd_prestat_dir_name", |_: Caller<'_, HostState>, _: i32, _: i32, _: i32| EBADF)?;
+    linker.func_wrap(module, "fd_fdstat_get", fd_fdstat_get)?;
+    linker.func_wrap(module, "environ_sizes_get", zero_sizes)?;
+    linker.func_wrap(module, "environ_get", |_: Caller<'_, HostState>, _: i32, _: i32| SUCCESS)?;
+    linker.func_wrap(module, "args_sizes_get", zero_sizes)?;
+    linker.func_wrap(module, "args_get", |_: Caller<'_, HostState>, _: i32, _: i32| SUCCESS)?;
+    linker.func_wrap(module, "clock_time_get", clock_time_get)?;
+    linker.func_wrap(module, "clock_res_get", clock_res_get)?;
+    linker.func_wrap(module, "random_get", random_get)?;
+    linker.func_wrap(module, "sched_yield", |_: Caller<'_, HostState>| SUCCESS)?;
+    linker.func_wrap(module, "poll_oneoff", |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| ENOSYS)?;
+    linker.func_wrap(module, "proc_exit", |_: Caller<'_, HostState>, code: i32| -> wasmtime::Result<()> {
+        Err(ProcExit(code).into())
+    })?;
+    Ok(())
+}
+
+fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, nwritten: i32) -> i32 {
+    if fd != 1 && fd != 2 {
+        return EBADF;
+    }
+    let Some(mem) = memory(&mut caller) else {
+        return EFAULT;
+    };
+    let mut text = Vec::new();
+    {
+        let data = mem.data(&caller);
+        let Some(count) = usize::try_from(iovs_len).ok().filter(|n| *n <= 1024) else {
+            return EINVAL;
+        };
+        for i in 0..count {
+            let Some(iov) = range(data, iovs.wrapping_add((i * 8) as i32), 8) else {
+                return EFAULT;
+            };
+            let ptr = i32::from_le_bytes(iov[0..4].try_into().expect("4 bytes"));
+            let len = i32::from_le_bytes(iov[4..8].try_into().expect("4 bytes"));
+            let Some(buf) = range(data, ptr, len) else {
+                return EFAULT;
+            };
+            text.extend_from_slice(buf);
+        }
+    }
+    let msg = String::from_utf8_lossy(&text);
+    let msg = msg.trim_end_matches('\n');
+    if !msg.is_empty() {
+        emit(&caller.data().meta.name, if fd == 1 { 2 } else { 3 }, msg);
+    }
+    if write_u32(&mut caller, nwritten, text.len() as u32) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+fn fd_fdstat_get(mut caller: Caller<'_, HostState>, fd: i32, ret: i32) -> i32 {
+    if !(0..=2).contains(&fd) {
+        return EBADF;
+    }
+    // fdstat: filetype u8 (2 = character device), flags u16, rights base/inheriting u64.
+    let mut stat = [0u8; 24];
+    stat[0] = 2;
+    if write(&mut caller, ret, &stat) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+fn zero_sizes(mut caller: Caller<'_, HostState>, count_ptr: i32, size_ptr: i32) -> i32 {
+    if write_u32(&mut caller, count_ptr, 0) && write_u32(&mut caller, size_ptr, 0) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+fn clock_time_get(mut caller: Caller<'_, HostState>, clock: i32, _precision: i64, ret: i32) -> i32 {
+    let nanos = match clock {
+        0 => unix_nanos(),
+        1..=3 => u64::try_from(START.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        _ => return EINVAL,
+    };
+    if write_u64(&mut caller, ret, nanos) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+fn clock_res_get(mut caller: Caller<'_, HostState>, clock: i32, ret: i32) -> i32 {
+    if !(0..=3).contains(&clock) {
+        return EINVAL;
+    }
+    if write_u64(&mut caller, ret, 1_000) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+fn random_get(mut caller: Caller<'_, HostState>, ptr: i32, len: i32) -> i32 {
+    let Ok(len) = usize::try_from(len) else {
+        return EINVAL;
+    };
+    if len > 1 << 20 {
+        return EINVAL;
+    }
+    let mut buf = vec![0u8; len];
+    if getrandom::fill(&mut buf).is_err() {
+        return ENOSYS;
+    }
+    if write(&mut caller, ptr, &buf) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}

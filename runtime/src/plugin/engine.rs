@@ -1,0 +1,331 @@
+//! The wasmtime side: engines, linkers, loading and validating plugin files, and the
+//! per-plugin instance slots.
+//!
+//! One [`Engine`] (on-demand allocation) serves plugins with shared instances; a second one
+//! with the pooling allocator is created on first use for plugins that want a fresh instance
+//! per request. A `Module` can only be instantiated on the engine that compiled it, so each
+//! plugin is compiled on the engine of its isolation mode.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use wasmtime::{
+    Config, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig, Val,
+};
+
+use super::abi::{self, AbiViolation, HostState, StubKind};
+use super::error::{Cause, LoadError, LoadErrorKind, PluginError};
+use super::instance::{Instance, StartError};
+use super::sandbox::{deadline_ticks, EpochTicker, Limits};
+use super::{HostSettings, Isolation, PluginSpec};
+
+/// ABI versions we accept, by the name of their marker export.
+const SUPPORTED_ABI: [&str; 2] = ["proxy_abi_version_0_2_0", "proxy_abi_version_0_2_1"];
+
+pub(crate) struct EngineSlot {
+    pub(crate) engine: Engine,
+    linker: Linker<HostState>,
+    defined: HashSet<(String, String)>,
+}
+
+impl EngineSlot {
+    fn new(config: &Config) -> Result<Self, String> {
+        let engine = Engine::new(config).map_err(|e| format!("{e:#}"))?;
+        let (linker, defined) = abi::linker(&engine).map_err(|e| format!("{e:#}"))?;
+        Ok(EngineSlot {
+            engine,
+            linker,
+            defined,
+        })
+    }
+}
+
+fn base_config() -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config
+}
+
+/// State shared by every plugin of one [`PluginHost`](super::PluginHost).
+pub(crate) struct HostInner {
+    pub(crate) settings: HostSettings,
+    shared: EngineSlot,
+    pooled: Arc<OnceLock<Result<EngineSlot, String>>>,
+    _ticker: EpochTicker,
+}
+
+impl HostInner {
+    pub(crate) fn new(settings: HostSettings) -> Self {
+        let shared = EngineSlot::new(&base_config()).expect("the default wasmtime configuration is valid");
+        let pooled: Arc<OnceLock<Result<EngineSlot, String>>> = Arc::new(OnceLock::new());
+        let ticker = EpochTicker::start(
+            shared.engine.clone(),
+            pooled.clone(),
+            |slot| slot.as_ref().ok().map(|s| &s.engine),
+            settings.epoch_tick,
+        );
+        HostInner {
+            settings,
+            shared,
+            pooled,
+            _ticker: ticker,
+        }
+    }
+
+    fn engine_for(&self, isolation: Isolation) -> Result<&EngineSlot, String> {
+        match isolation {
+            Isolation::Shared => Ok(&self.shared),
+            Isolation::PerRequest => self
+                .pooled
+                .get_or_init(|| {
+                    let mut pool = PoolingAllocationConfig::default();
+                    let slots = self.settings.pool_slots;
+                    pool.total_core_instances(slots)
+                        .total_memories(slots)
+                        .total_tables(slots)
+                        .max_memory_size(self.settings.pool_max_memory);
+                    let mut config = base_config();
+                    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+                    EngineSlot::new(&config)
+                })
+                .as_ref()
+                .map_err(Clone::clone),
+        }
+    }
+}
+
+/// What host functions know about the plugin (shared by all its instances).
+pub(crate) struct PluginMeta {
+    pub(crate) name: Arc<str>,
+    pub(crate) root_id: String,
+    pub(crate) vm_id: String,
+    pub(crate) config: Bytes,
+    pub(crate) vm_config: Bytes,
+    pub(crate) metrics: abi_metrics::Metrics,
+    logged: AtomicU64,
+}
+
+pub(crate) use super::abi::metrics as abi_metrics;
+
+impl PluginMeta {
+    pub(crate) fn placeholder() -> Self {
+        PluginMeta {
+            name: Arc::from(""),
+            root_id: String::new(),
+            vm_id: String::new(),
+            config: Bytes::new(),
+            vm_config: Bytes::new(),
+            metrics: Default::default(),
+            logged: AtomicU64::new(0),
+        }
+    }
+
+    /// Logs `msg` at warn level the first time `bit` is seen for this plugin.
+    pub(crate) fn log_once(&self, bit: u64, msg: &str) {
+        if self.logged.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            tracing::warn!(target: "edgecache::plugin", plugin = &*self.name, "{msg}");
+        }
+    }
+}
+
+/// Counters per plugin (plain atomics; exported by the metrics work later).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) errors: [AtomicU64; 4],
+    pub(crate) instances: AtomicU64,
+}
+
+/// A loaded plugin: the compiled module, its instance slots and counters.
+pub(crate) struct PluginInner {
+    pub(crate) meta: Arc<PluginMeta>,
+    pub(crate) pre: InstancePre<HostState>,
+    pub(crate) isolation: Isolation,
+    pub(crate) limits: Limits,
+    pub(crate) deadline_ticks: u64,
+    /// Shared instances, one per worker thread (by thread index modulo the length).
+    pub(crate) slots: Box<[Mutex<Option<Instance>>]>,
+    generation: AtomicU64,
+    pub(crate) counters: Counters,
+}
+
+impl PluginInner {
+    /// A new instance, started and configured.
+    pub(crate) fn new_instance(&self) -> Result<Instance, StartError> {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.counters.instances.fetch_add(1, Ordering::Relaxed);
+        Instance::new(self, generation)
+    }
+
+    /// Counts and logs a failure, and turns it into the error the proxy sees.
+    pub(crate) fn fail(&self, cause: Cause) -> PluginError {
+        self.counters.errors[cause.index()].fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            target: "edgecache::plugin",
+            plugin = &*self.meta.name,
+            cause = cause.kind(),
+            "plugin failed, instance discarded: {cause}"
+        );
+        PluginError {
+            plugin: self.meta.name.clone(),
+            cause,
+        }
+    }
+
+    pub(crate) fn start_error(&self, e: StartError) -> PluginError {
+        match e {
+            StartError::Failed(cause) => self.fail(cause),
+            StartError::Rejected(callback) => self.fail(Cause::Abi(format!(
+                "`{callback}` returned false: the plugin rejected its configuration"
+            ))),
+        }
+    }
+}
+
+/// Reads, validates, compiles and starts a plugin. The first instance is created here (so a
+/// plugin that fails to start or rejects its configuration fails at load) and kept.
+pub(crate) fn load(host: &HostInner, spec: &PluginSpec) -> Result<Arc<PluginInner>, LoadError> {
+    let err = |kind| LoadError {
+        plugin: spec.name.clone(),
+        path: spec.path.clone(),
+        kind,
+    };
+    let bytes = std::fs::read(&spec.path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => err(LoadErrorKind::NotFound),
+        _ => err(LoadErrorKind::Read(e)),
+    })?;
+    let slot = host
+        .engine_for(spec.isolation)
+        .map_err(|e| err(LoadErrorKind::Instantiate(format!("cannot create the pooling engine: {e}"))))?;
+    let module = compile(&slot.engine, &spec.path, &bytes).map_err(err)?;
+    check_exports(&module).map_err(err)?;
+    let pre = link(slot, &module, &spec.name).map_err(err)?;
+
+    let limits = spec.limits.unwrap_or(host.settings.limits);
+    let slots = match spec.isolation {
+        Isolation::Shared => host.settings.instances_per_plugin.max(1),
+        Isolation::PerRequest => 0,
+    };
+    let plugin = Arc::new(PluginInner {
+        meta: Arc::new(PluginMeta {
+            name: Arc::from(spec.name.as_str()),
+            root_id: spec.root_id.clone(),
+            vm_id: spec.vm_id.clone(),
+            config: spec.config.clone(),
+            vm_config: spec.vm_config.clone(),
+            metrics: Default::default(),
+            logged: AtomicU64::new(0),
+        }),
+        pre,
+        isolation: spec.isolation,
+        limits,
+        deadline_ticks: deadline_ticks(limits.deadline, host.settings.epoch_tick),
+        slots: (0..slots).map(|_| Mutex::new(None)).collect(),
+        generation: AtomicU64::new(0),
+        counters: Counters::default(),
+    });
+    let first = plugin.new_instance().map_err(|e| match e {
+        StartError::Failed(cause) => err(LoadErrorKind::Startup(cause)),
+        StartError::Rejected(callback) => err(LoadErrorKind::Rejected(callback)),
+    })?;
+    if let Some(slot) = plugin.slots.first() {
+        *slot.lock() = Some(first);
+    }
+    Ok(plugin)
+}
+
+fn compile(engine: &Engine, path: &Path, bytes: &[u8]) -> Result<Module, LoadErrorKind> {
+    let is_binary = bytes.starts_with(b"\0asm");
+    let is_text = !is_binary
+        && (path.extension().is_some_and(|e| e == "wat")
+            || std::str::from_utf8(bytes).is_ok_and(|s| s.trim_start().starts_with("(module")));
+    if !is_binary && !is_text {
+        return Err(LoadErrorKind::NotWasm(
+            "the file starts neither with the wasm magic number `\\0asm` nor with `(module`".into(),
+        ));
+    }
+    Module::new(engine, bytes).map_err(|e| LoadErrorKind::Compile(format!("{e:#}")))
+}
+
+fn check_exports(module: &Module) -> Result<(), LoadErrorKind> {
+    let versions: Vec<&str> = module
+        .exports()
+        .map(|e| e.name())
+        .filter(|n| n.starts_with("proxy_abi_version_"))
+        .collect();
+    if !versions.iter().any(|v| SUPPORTED_ABI.contains(v)) {
+        return Err(match versions.first() {
+            Some(found) => LoadErrorKind::UnsupportedAbi {
+                found: found.to_string(),
+            },
+            None => LoadErrorKind::NoAbiVersion,
+        });
+    }
+    if !matches!(module.get_export("memory"), Some(ExternType::Memory(_))) {
+        return Err(LoadErrorKind::MissingExport("memory"));
+    }
+    if !matches!(module.get_export("proxy_on_context_create"), Some(ExternType::Func(_))) {
+        return Err(LoadErrorKind::MissingExport("proxy_on_context_create"));
+    }
+    let has_alloc = ["proxy_on_memory_allocate", "malloc"]
+        .iter()
+        .any(|n| matches!(module.get_export(n), Some(ExternType::Func(_))));
+    if !has_alloc {
+        return Err(LoadErrorKind::MissingExport("proxy_on_memory_allocate"));
+    }
+    Ok(())
+}
+
+/// Links the module: every import must be one we define, an `env.proxy_*` function we do not
+/// implement (stubbed to fail the callback with an ABI error when called), or a WASI function
+/// (stubbed to return `ENOSYS`). Anything else is refused, with all the names.
+fn link(slot: &EngineSlot, module: &Module, plugin: &str) -> Result<InstancePre<HostState>, LoadErrorKind> {
+    let mut linker = slot.linker.clone();
+    let mut missing = Vec::new();
+    let mut stubbed = Vec::new();
+    for import in module.imports() {
+        let (m, n) = (import.module(), import.name());
+        if slot.defined.contains(&(m.to_string(), n.to_string())) {
+            continue;
+        }
+        let (Some(kind), ExternType::Func(ty)) = (abi::stub_kind(m, n), import.ty()) else {
+            missing.push(format!("{m}.{n}"));
+            continue;
+        };
+        let full = format!("{m}.{n}");
+        stubbed.push(full.clone());
+        let plugin: Arc<str> = Arc::from(plugin);
+        let defined = match kind {
+            StubKind::Trap => linker.func_new(m, n, ty, move |_caller, _params, _results| {
+                tracing::warn!(target: "edgecache::plugin", plugin = &*plugin, "called unsupported host function {full}");
+                Err(AbiViolation(format!("unsupported host function `{full}`")).into())
+            }),
+            StubKind::Enosys => {
+                let returns_errno = ty.results().len() == 1;
+                linker.func_new(m, n, ty, move |_caller, _params, results| {
+                    tracing::debug!(target: "edgecache::plugin", plugin = &*plugin, "WASI call {full} → ENOSYS");
+                    if returns_errno {
+                        results[0] = Val::I32(abi::wasi_enosys());
+                        Ok(())
+                    } else {
+                        Err(AbiViolation(format!("unsupported WASI function `{full}`")).into())
+                    }
+                })
+            }
+        };
+        defined.map_err(|e| LoadErrorKind::Instantiate(format!("{e:#}")))?;
+    }
+    if !missing.is_empty() {
+        return Err(LoadErrorKind::MissingImports(missing));
+    }
+    if !stubbed.is_empty() {
+        tracing::debug!(target: "edgecache::plugin", plugin, "imports stubbed: {}", stubbed.join(", "));
+    }
+    linker
+        .instantiate_pre(module)
+        .map_err(|e| LoadErrorKind::Instantiate(format!("{e:#}")))
+}

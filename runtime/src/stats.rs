@@ -1,0 +1,46 @@
+//! Counters the proxy keeps for the admin API and metrics: plain atomics, updated on the
+//! request path without locks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cache::state::CacheState;
+
+/// Process-wide request and cache counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub requests: AtomicU64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub passes: AtomicU64,
+    pub stale: AtomicU64,
+    pub revalidated: AtomicU64,
+    pub synth: AtomicU64,
+    /// Requests that waited on another request's fetch of the same key.
+    pub coalesced_waits: AtomicU64,
+    /// Objects the cache dropped to stay under its size bound.
+    pub evictions: AtomicU64,
+}
+
+impl Stats {
+    /// Counts a finished request by its cache outcome.
+    pub fn record(&self, state: CacheState) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let counter = match state {
+            CacheState::Hit => &self.hits,
+            CacheState::Miss => &self.misses,
+            CacheState::Pass => &self.passes,
+            CacheState::Stale => &self.stale,
+            CacheState::Revalidated => &self.revalidated,
+            CacheState::Synth => &self.synth,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Per-backend counters, kept with the backend so they survive reloads that keep it.
+#[derive(Debug, Default)]
+pub struct BackendStats {
+    pub fetches: AtomicU64,
+    pub failures: AtomicU64,
+    pub in_flight: AtomicU64,
+}
