@@ -71,6 +71,11 @@ impl CachedObject {
         BOOKKEEPING + headers as u64 + self.body.len() as u64
     }
 
+    /// Hits so far (`obj.hits`).
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
     /// Counts a hit and returns the count before it (`obj.hits` in VCL terms).
     pub fn record_hit(&self) -> u64 {
         self.hits.fetch_add(1, Ordering::Relaxed)

@@ -25,6 +25,7 @@ use crate::backend::{Backend, OutgoingBody};
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
 use crate::cache::key::CacheKey;
+use crate::cache::object::CachedObject;
 use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::stale::{self, Reuse, StaleSituation};
 use crate::cache::state::CacheState;
@@ -101,7 +102,10 @@ async fn route(
         );
     }
     let key = default_key(&parts);
-    lookup(shared, version, backend, client, &parts, key).await
+    match lookup(shared, version, backend, client, &parts, key, &mut Builtin).await {
+        Ok(served) => served,
+        Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
+    }
 }
 
 /// Varnish's builtin `vcl_recv`: only GET and HEAD are looked up, and requests carrying
@@ -153,7 +157,8 @@ async fn lookup(
     client: SocketAddr,
     request: &Parts,
     key: CacheKey,
-) -> (Response<ProxyBody>, CacheState) {
+    hooks: &mut (dyn PolicyHooks + Send),
+) -> Looked {
     let wanted = RequestDirectives::from_headers(&request.headers);
     let ignore_request = shared.ignore_request_cache_control;
     for _ in 0..MAX_LOOKUPS {
@@ -197,35 +202,30 @@ async fn lookup(
                 }
             };
             if let Some(state) = serve {
+                if let Some(action) = hooks.hit(object) {
+                    return Err(action);
+                }
                 object.record_hit();
-                return (
-                    respond::from_object(object, &request.method, &request.headers, now),
-                    state,
-                );
+                return Ok((respond::from_object(object, &request.method, &request.headers, now), state));
             }
         }
         if wanted.only_if_cached && !ignore_request {
-            return (
-                synth::plain(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "only-if-cached: no stored response can be used",
-                ),
-                CacheState::Synth,
-            );
+            let detail = "only-if-cached: no stored response can be used";
+            return Ok((synth::plain(StatusCode::GATEWAY_TIMEOUT, detail), CacheState::Synth));
         }
         if shared.coalescer.is_hit_for_pass(&key) {
-            return fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await;
+            if let Some(action) = hooks.miss() {
+                return Err(action);
+            }
+            return Ok(fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await);
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
-                return fetch::miss(shared, version, backend,
-                    client,
-                    request.clone(),
-                    key,
-                    Some(leader),
-                    stored,
-                )
-                .await;
+                if let Some(action) = hooks.miss() {
+                    return Err(action);
+                }
+                let parts = request.clone();
+                return Ok(fetch::miss(shared, version, backend, client, parts, key, Some(leader), stored).await);
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
                 FetchOutcome::Streaming { head, rule, body } => {
@@ -233,19 +233,70 @@ async fn lookup(
                         let now = SystemTime::now();
                         let response =
                             respond::from_head(&head, body.reader(), &request.method, &request.headers, now);
-                        return (response, CacheState::Hit);
+                        return Ok((response, CacheState::Hit));
                     }
                 }
                 FetchOutcome::Uncacheable => {
                     let response = fetch::pass(shared, version, backend, client, request, no_body()).await;
-                    return (response, CacheState::Pass);
+                    return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
             },
         }
     }
     let stored = shared.store.lookup(&key, &request.headers);
-    fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await
+    Ok(fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await)
+}
+
+/// A lookup's result: a response, or the policy's `vcl_hit` / `vcl_miss` sending the request
+/// elsewhere (pass, synth, restart).
+type Looked = Result<(Response<ProxyBody>, CacheState), Action>;
+
+/// The policy's say at the cache's decision points; `None` goes on as the builtin does.
+trait PolicyHooks {
+    /// `vcl_hit`, before a stored object is delivered.
+    fn hit(&mut self, object: &Arc<CachedObject>) -> Option<Action>;
+    /// `vcl_miss`, before the origin is asked.
+    fn miss(&mut self) -> Option<Action>;
+}
+
+/// No policy, or one that defines neither `vcl_hit` nor `vcl_miss`.
+struct Builtin;
+
+impl PolicyHooks for Builtin {
+    fn hit(&mut self, _object: &Arc<CachedObject>) -> Option<Action> {
+        None
+    }
+
+    fn miss(&mut self) -> Option<Action> {
+        None
+    }
+}
+
+/// Runs the user's `vcl_hit` / `vcl_miss`; `deliver` and `fetch` go on.
+struct VclHooks<'a> {
+    program: &'a Program,
+    session: &'a mut ClientSession,
+}
+
+impl PolicyHooks for VclHooks<'_> {
+    fn hit(&mut self, object: &Arc<CachedObject>) -> Option<Action> {
+        if !self.program.has_sub(Sub::Hit) {
+            return None;
+        }
+        self.session.obj = Some(object.clone());
+        let action = self.program.run(Sub::Hit, self.session);
+        self.session.obj = None;
+        (action != Action::Deliver).then_some(action)
+    }
+
+    fn miss(&mut self) -> Option<Action> {
+        if !self.program.has_sub(Sub::Miss) {
+            return None;
+        }
+        let action = self.program.run(Sub::Miss, self.session);
+        (action != Action::Fetch).then_some(action)
+    }
 }
 
 // === with a policy ===
@@ -263,47 +314,59 @@ async fn vcl_route(
     let mut body = Some(body);
     let mut session = ClientSession::new(parts, client, program.default_backend());
     loop {
-        let step = match program.run(Sub::Recv, &mut session) {
-            Action::Lookup => {
-                let key = vcl_key(program, &mut session);
-                let backend = version.backend_for(session.backend_hint);
-                if session.hash_always_miss {
-                    let request = session.req.clone();
-                    Ok(fetch::miss(shared, version, backend, client, request, key, None, None).await)
-                } else {
-                    Ok(lookup(shared, version, backend, client, &session.req, key).await)
+        let mut action = program.run(Sub::Recv, &mut session);
+        let step = loop {
+            match action {
+                Action::Lookup => {
+                    let key = vcl_key(program, &mut session);
+                    let backend = version.backend_for(session.backend_hint);
+                    let looked = if session.hash_always_miss {
+                        let request = session.req.clone();
+                        Ok(fetch::miss(shared, version, backend, client, request, key, None, None).await)
+                    } else if program.has_sub(Sub::Hit) || program.has_sub(Sub::Miss) {
+                        let request = session.req.clone();
+                        let mut hooks = VclHooks { program, session: &mut session };
+                        lookup(shared, version, backend, client, &request, key, &mut hooks).await
+                    } else {
+                        lookup(shared, version, backend, client, &session.req, key, &mut Builtin).await
+                    };
+                    match looked {
+                        Ok(served) => break Ok(served),
+                        Err(diverted) => action = diverted,
+                    }
+                }
+                Action::Pass => {
+                    if program.has_sub(Sub::Pass) {
+                        let decided = program.run(Sub::Pass, &mut session);
+                        if decided != Action::Fetch {
+                            action = decided;
+                            continue;
+                        }
+                    }
+                    let backend = version.backend_for(session.backend_hint);
+                    let outgoing = body.take().map_or_else(no_body, streamed);
+                    let response = fetch::pass(shared, version, backend, client, &session.req, outgoing).await;
+                    break Ok((response, CacheState::Pass));
+                }
+                Action::Purge => {
+                    let key = vcl_key(program, &mut session);
+                    shared.purge(&key);
+                    break match program.run(Sub::Purge, &mut session) {
+                        Action::Synth { status, reason } => Err((status, Some(reason.to_string()))),
+                        Action::Restart => Err((0, None)),
+                        _ => Err((200, Some("Purged".to_string()))),
+                    };
+                }
+                Action::Synth { status, reason } => break Err((status, Some(reason.to_string()))),
+                Action::Restart => break Err((0, None)),
+                Action::Fail { reason } => {
+                    break Err((503, Some(reason.map_or("VCL failed".to_string(), |r| r.to_string()))))
+                }
+                other => {
+                    let detail = format!("the policy returned {} here, which edgecache cannot do", other.name());
+                    break Err((503, Some(detail)));
                 }
             }
-            Action::Pass => {
-                let backend = version.backend_for(session.backend_hint);
-                let outgoing = body.take().map_or_else(no_body, streamed);
-                Ok((
-                    fetch::pass(shared, version, backend, client, &session.req, outgoing).await,
-                    CacheState::Pass,
-                ))
-            }
-            Action::Purge => {
-                let key = vcl_key(program, &mut session);
-                shared.purge(&key);
-                match program.run(Sub::Purge, &mut session) {
-                    Action::Synth { status, reason } => Err((status, Some(reason.to_string()))),
-                    Action::Restart => Err((0, None)),
-                    _ => Err((200, Some("Purged".to_string()))),
-                }
-            }
-            Action::Synth { status, reason } => Err((status, Some(reason.to_string()))),
-            Action::Restart => Err((0, None)),
-            Action::Fail { reason } => Err((
-                503,
-                Some(reason.map_or("VCL failed".to_string(), |r| r.to_string())),
-            )),
-            other => Err((
-                503,
-                Some(format!(
-                    "vcl_recv returned {} here, which edgecache cannot do",
-                    other.name()
-                )),
-            )),
         };
         for ban in session.bans.drain(..) {
             shared.ban(ban);

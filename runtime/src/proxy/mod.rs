@@ -140,6 +140,16 @@ impl Shared {
         });
     }
 
+    /// Drops the bans added before `cutoff` and returns how many are kept. A ban only applies
+    /// to objects stored before it was added, so a caller that knows no stored (or still
+    /// arriving) object predates `cutoff` may pass it: those bans can never match again.
+    /// Used by `admin::bans`.
+    pub fn trim_bans(&self, cutoff: SystemTime) -> usize {
+        let mut bans = self.bans.write();
+        bans.retain(|ban| ban.since >= cutoff);
+        bans.len()
+    }
+
     /// Whether a ban added after `object` was stored matches it.
     pub fn is_banned(&self, object: &CachedObject) -> bool {
         let bans = self.bans.read();

@@ -6,11 +6,14 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
 use policy_lang::{BackendId, BanExpr, Context, Scope, Value, Var};
+
+use crate::cache::object::CachedObject;
 
 /// Transaction ids for `req.xid` / `bereq.xid` (Varnish numbers its transactions the same way).
 static NEXT_XID: AtomicU64 = AtomicU64::new(1);
@@ -105,6 +108,8 @@ pub(super) struct ClientSession {
     pub backend_hint: Option<BackendId>,
     pub resp: Option<ClientResponse>,
     pub obj_hits: u64,
+    /// The stored object, in `vcl_hit`.
+    pub obj: Option<Arc<CachedObject>>,
     pub synthetic: Option<String>,
     pub bans: Vec<BanExpr>,
 }
@@ -121,6 +126,7 @@ impl ClientSession {
             backend_hint,
             resp: None,
             obj_hits: 0,
+            obj: None,
             synthetic: None,
             bans: Vec::new(),
         }
@@ -139,7 +145,19 @@ impl Context for ClientSession {
             Var::ReqEsiLevel => Value::Int(0),
             Var::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),
             Var::ReqBackendHint => Value::Backend(self.backend_hint),
-            Var::ObjHits => Value::Int(self.obj_hits as i64),
+            Var::ObjHits => match &self.obj {
+                Some(object) => Value::Int(object.hits() as i64),
+                None => Value::Int(self.obj_hits as i64),
+            },
+            Var::ObjStatus => self.obj.as_ref().map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
+            Var::ObjTtl => self.obj.as_ref().map_or(Value::Unset, |o| {
+                let age = o.head.age_at(std::time::SystemTime::now());
+                Value::Duration(o.head.ttl.as_secs_f64() - age.as_secs_f64())
+            }),
+            Var::ObjAge => self
+                .obj
+                .as_ref()
+                .map_or(Value::Unset, |o| Value::Duration(o.head.age_at(std::time::SystemTime::now()).as_secs_f64())),
             Var::RespStatus => self
                 .resp
                 .as_ref()
@@ -191,7 +209,8 @@ impl Context for ClientSession {
     fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
         match scope {
             Scope::Req => read_header(&self.req.headers, name),
-            Scope::Resp | Scope::Obj => read_header(&self.resp.as_ref()?.headers, name),
+            Scope::Resp => read_header(&self.resp.as_ref()?.headers, name),
+            Scope::Obj => read_header(&self.obj.as_ref()?.head.headers, name),
             _ => None,
         }
     }
