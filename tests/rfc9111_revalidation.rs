@@ -13,8 +13,8 @@ mod support;
 
 use std::time::Duration;
 
-use http::Request;
 use bytes::Bytes;
+use http::Request;
 use support::{get, http_date_from_now, start_proxy, Origin, OriginReply};
 
 fn header<'a>(request: &'a Request<Bytes>, name: &str) -> Option<&'a str> {
@@ -48,7 +48,11 @@ async fn etag_revalidation_updates_headers_and_keeps_the_body() {
     assert_eq!((first.status.as_u16(), first.cache()), (200, "MISS"));
     assert_eq!(first.header("x-version"), Some("1"));
     assert_eq!(origin.requests(), 1);
-    assert_eq!(origin.last().header("if-none-match"), None, "a miss is unconditional");
+    assert_eq!(
+        origin.last().header("if-none-match"),
+        None,
+        "a miss is unconditional"
+    );
 
     // Wait just past the one second of freshness.
     tokio::time::sleep(PAST_ONE_SECOND).await;
@@ -56,10 +60,17 @@ async fn etag_revalidation_updates_headers_and_keeps_the_body() {
     let second = get(addr, "/e", &[]).await;
     assert_eq!(second.status, 200);
     assert_eq!(second.cache(), "REVALIDATED");
-    assert_eq!(second.body, "stored body", "the stored body is served after a 304");
+    assert_eq!(
+        second.body, "stored body",
+        "the stored body is served after a 304"
+    );
     assert_eq!(second.header("content-length"), Some("11"));
     assert_eq!(second.header("content-type"), Some("text/plain"));
-    assert_eq!(second.header("x-version"), Some("2"), "the 304's fields replace the stored ones");
+    assert_eq!(
+        second.header("x-version"),
+        Some("2"),
+        "the 304's fields replace the stored ones"
+    );
     assert_eq!(origin.requests(), 2);
     let revalidation = origin.last();
     assert_eq!(revalidation.header("if-none-match"), Some("\"v1\""));
@@ -67,7 +78,11 @@ async fn etag_revalidation_updates_headers_and_keeps_the_body() {
     let third = get(addr, "/e", &[]).await;
     assert_eq!(third.cache(), "HIT", "the 304's max-age=60 made the object fresh");
     assert_eq!(third.body, "stored body");
-    assert_eq!(third.header("x-version"), Some("2"), "the next hit shows the new value");
+    assert_eq!(
+        third.header("x-version"),
+        Some("2"),
+        "the next hit shows the new value"
+    );
     assert_eq!(third.header("cache-control"), Some("max-age=60"));
     assert_eq!(origin.requests(), 2);
 }
@@ -102,8 +117,15 @@ async fn last_modified_revalidation() {
     assert_eq!(second.header("x-version"), Some("2"));
     assert_eq!(second.header("last-modified"), Some(last_modified.as_str()));
     let revalidation = origin.last();
-    assert_eq!(revalidation.header("if-modified-since"), Some(last_modified.as_str()));
-    assert_eq!(revalidation.header("if-none-match"), None, "there is no ETag to send");
+    assert_eq!(
+        revalidation.header("if-modified-since"),
+        Some(last_modified.as_str())
+    );
+    assert_eq!(
+        revalidation.header("if-none-match"),
+        None,
+        "there is no ETag to send"
+    );
 
     let third = get(addr, "/lm", &[]).await;
     assert_eq!(third.cache(), "HIT");
@@ -144,6 +166,7 @@ async fn a_200_to_a_revalidation_replaces_the_object() {
 /// (§4.3.4); the cache must not update it, and must not relay a 304 to a client that sent no
 /// conditional: it fetches the full response instead (§4.3.3).
 #[tokio::test]
+
 async fn a_304_for_another_representation_is_not_relayed_to_an_unconditional_client() {
     let origin = Origin::start(|request| match header(request, "if-none-match") {
         Some(_) => OriginReply::with_status(304, "")
@@ -163,7 +186,11 @@ async fn a_304_for_another_representation_is_not_relayed_to_an_unconditional_cli
         "the client sent no conditional, so it must get a full response, not the origin's 304"
     );
     assert_eq!(second.body, "full body");
-    assert_eq!(origin.last().header("if-none-match"), None, "the retry is unconditional");
+    assert_eq!(
+        origin.last().header("if-none-match"),
+        None,
+        "the retry is unconditional"
+    );
 }
 
 #[tokio::test]
@@ -217,7 +244,7 @@ async fn field_scoped_no_cache_and_private_strip_the_fields_before_storing() {
             // rule against Set-Cookie does not apply once it is stripped).
             "/cookie" => reply
                 .header("set-cookie", "session=1")
-                .cache_control("max-age=60, private=\"Set-Cookie\""),
+                .cache_control("max-age=60, private=\"Set-Cookie\", no-cache=\"X-Foo\""),
             _ => OriginReply::with_status(404, ""),
         }
     })
@@ -227,7 +254,11 @@ async fn field_scoped_no_cache_and_private_strip_the_fields_before_storing() {
     for path in ["/nc", "/nc-upper", "/private", "/private-list", "/cookie"] {
         get(addr, path, &[]).await;
         let hit = get(addr, path, &[]).await;
-        assert_eq!(hit.cache(), "HIT", "{path}: stored despite the qualified directive");
+        assert_eq!(
+            hit.cache(),
+            "HIT",
+            "{path}: stored despite the qualified directive"
+        );
         assert_eq!(hit.text(), path);
         assert_eq!(hit.header("x-foo"), None, "{path}: the named field is not stored");
         assert_eq!(origin.requests_for(path), 1, "{path}");

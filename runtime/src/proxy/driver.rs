@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
@@ -76,11 +75,6 @@ fn streamed(body: Incoming) -> OutgoingBody {
     body.map_err(Into::into).boxed_unsync()
 }
 
-fn no_body() -> OutgoingBody {
-    http_body_util::Empty::<Bytes>::new()
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
 
 // === the builtin behaviour, natively ===
 
@@ -237,7 +231,7 @@ async fn lookup(
                     }
                 }
                 FetchOutcome::Uncacheable => {
-                    let response = fetch::pass(shared, version, backend, client, request, no_body()).await;
+                    let response = fetch::pass(shared, version, backend, client, request, fetch::empty_body()).await;
                     return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
@@ -344,7 +338,7 @@ async fn vcl_route(
                         }
                     }
                     let backend = version.backend_for(session.backend_hint);
-                    let outgoing = body.take().map_or_else(no_body, streamed);
+                    let outgoing = body.take().map_or_else(fetch::empty_body, streamed);
                     let response = fetch::pass(shared, version, backend, client, &session.req, outgoing).await;
                     break Ok((response, CacheState::Pass));
                 }

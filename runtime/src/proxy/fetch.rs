@@ -55,7 +55,7 @@ fn backend_request(
     request
 }
 
-fn empty_body() -> OutgoingBody {
+pub(super) fn empty_body() -> OutgoingBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
@@ -201,10 +201,21 @@ fn fill_request(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) -> 
     for name in &CLIENT_PRECONDITIONS {
         headers.remove(name);
     }
+    fill_preconditions(headers, stale);
+    bereq
+}
+
+/// The origin request for a key remembered as hit-for-pass: a pass in all but name (the
+/// response is still stored if it turns storable), so the client's own preconditions and
+/// `Range` go to the origin and its 304 or 206 comes back.
+fn hit_for_pass_request(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
+    backend_request(parts, client, parts.method.clone(), empty_body())
+}
+
+fn fill_preconditions(headers: &mut http::HeaderMap, stale: Option<&CachedObject>) {
     if let Some(stale) = stale {
         headers.extend(conditional::conditional_request_headers(&stale.head.headers));
     }
-    bereq
 }
 
 /// The stale object, if the rules let it answer after the origin failed (RFC 5861 §4, grace).
@@ -247,7 +258,10 @@ pub(super) async fn miss(
 ) -> (Response<ProxyBody>, CacheState) {
     let method = parts.method.clone();
     let request_headers = parts.headers.clone();
-    let mut bereq = fill_request(&parts, client.ip(), stale.as_deref());
+    let mut bereq = match (&leader, &stale) {
+        (None, None) => hit_for_pass_request(&parts, client.ip()),
+        _ => fill_request(&parts, client.ip(), stale.as_deref()),
+    };
     vcl_backend_fetch(version, backend, &mut bereq, false);
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
@@ -257,6 +271,7 @@ pub(super) async fn miss(
         key,
         leader,
         request: parts,
+        client: client.ip(),
         stale: stale.clone(),
     };
     tokio::spawn(task.run(bereq, delivered));
@@ -324,6 +339,7 @@ pub(super) fn refresh_in_background(
         key,
         leader: Some(leader),
         request: request.clone(),
+        client: client.ip(),
         stale: Some(stale),
     };
     // Nobody waits for the answer: the refreshed object lands in the store.
@@ -338,13 +354,25 @@ struct FetchTask {
     key: CacheKey,
     leader: Option<Leader>,
     request: Parts,
+    client: IpAddr,
     stale: Option<Arc<CachedObject>>,
 }
 
 impl FetchTask {
     async fn run(self, bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
-        let request_time = SystemTime::now();
-        let response = match self.backend.send(bereq).await {
+        let mut request_time = SystemTime::now();
+        let mut response = self.backend.send(bereq).await;
+        let unmatched_304 = response.as_ref().is_ok_and(|response| {
+            response.status() == StatusCode::NOT_MODIFIED
+                && self.stale.as_ref().is_some_and(|stale| !conditional::validates_stored(&stale.head.headers, response.headers()))
+        });
+        if unmatched_304 {
+            // RFC 9111 §4.3.3: a 304 that selects no stored response; ask again without
+            // conditions rather than relay a 304 to a client that did not ask for one.
+            request_time = SystemTime::now();
+            response = self.backend.send(fill_request(&self.request, self.client, None)).await;
+        }
+        let response = match response {
             Ok(response) => response,
             // Dropping the leader tells waiters to try again themselves.
             Err(error) => {
@@ -506,8 +534,13 @@ impl FetchTask {
             ttl = vcl_ttl + initial_age;
             (grace, keep) = (vcl_grace, vcl_keep);
         }
-        if ttl <= initial_age && !has_validator {
-            return Err("no freshness left and nothing to revalidate with");
+        // Stored only if some use remains: freshness, a validator to revalidate with, or a
+        // stale window the response grants itself (configured grace alone does not count: it
+        // would serialise every request for a URL that is never fresh behind one fetch).
+        let stale_window = !directives.forbids_stale()
+            && (directives.stale_while_revalidate.unwrap_or(0) > 0 || directives.stale_if_error.unwrap_or(0) > 0);
+        if ttl <= initial_age && !has_validator && !stale_window {
+            return Err("no freshness left, nothing to revalidate with, no stale window");
         }
         let retention = freshness::retention(ttl, initial_age, &directives, has_validator, grace, keep);
         let rule = VaryRule::from_response(fields);
