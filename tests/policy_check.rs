@@ -117,7 +117,10 @@ fn check_reports_several_errors_at_once() {
 
 #[test]
 fn check_of_a_clean_and_a_broken_file_exits_1() {
-    let files = [fixture("clean_no_backend.vcl"), fixture("broken_unknown_variable.vcl")];
+    let files = [
+        fixture("clean_no_backend.vcl"),
+        fixture("broken_unknown_variable.vcl"),
+    ];
     let output = check(&files);
     let text = all_output(&output);
     assert_eq!(output.status.code(), Some(1), "{text}");
@@ -177,7 +180,11 @@ async fn serve_with_a_policy_without_backends_uses_the_b_origin() {
     let first = get(listen, "/cli", &[]).await;
     assert_eq!(first.status, 200);
     assert_eq!(first.text(), "from origin");
-    assert_eq!(first.header("x-policy"), Some("clean_no_backend"), "vcl_deliver ran");
+    assert_eq!(
+        first.header("x-policy"),
+        Some("clean_no_backend"),
+        "vcl_deliver ran"
+    );
     assert_eq!(first.cache(), "MISS");
     let second = get(listen, "/cli", &[]).await;
     assert_eq!(second.cache(), "HIT");

@@ -103,19 +103,20 @@ impl SharedBody {
         len
     }
 
-    /// Marks the body complete and returns it as one buffer.
-    pub fn finish(&self) -> Bytes {
-        let body = {
-            let mut fill = self.fill.lock();
-            fill.end = Some(Ok(()));
-            let mut whole = BytesMut::with_capacity(fill.len as usize);
-            for chunk in &fill.chunks {
-                whole.extend_from_slice(chunk);
-            }
-            whole.freeze()
-        };
+    /// Everything pushed so far, as one buffer.
+    pub fn contents(&self) -> Bytes {
+        let fill = self.fill.lock();
+        let mut whole = BytesMut::with_capacity(fill.len as usize);
+        for chunk in &fill.chunks {
+            whole.extend_from_slice(chunk);
+        }
+        whole.freeze()
+    }
+
+    /// Marks the body complete; readers end after the last chunk.
+    pub fn finish(&self) {
+        self.fill.lock().end = Some(Ok(()));
         self.grew.notify_waiters();
-        body
     }
 
     /// Marks the body broken; readers get an error after the chunks they have not read yet,

@@ -23,6 +23,8 @@ pub struct ObjectHead {
     pub initial_age: Duration,
     /// Freshness lifetime (RFC 9111 §4.2.1), after the policy's `beresp.ttl`.
     pub ttl: Duration,
+    /// How long past `ttl` it may be served while the origin fails (`beresp.grace`).
+    pub grace: Duration,
     /// How long the store keeps it from insertion (freshness left, stale windows, keep).
     pub retention: Duration,
     /// The response's cache directives, for the stale and revalidation rules.

@@ -52,10 +52,9 @@ pub(crate) async fn handle(
         Some(program) => vcl_route(&shared, &version, program, client, request).await,
         None => route(&shared, &version, client, request).await,
     };
-    response.headers_mut().insert(
-        &shared.cache_status_header,
-        HeaderValue::from_static(cache.as_str()),
-    );
+    if version.policy.is_none() {
+        response.headers_mut().insert(&shared.cache_status_header, HeaderValue::from_static(cache.as_str()));
+    }
     shared.stats.record(cache);
     access_log::record(AccessRecord {
         method: &method,
@@ -181,7 +180,7 @@ async fn lookup(
                         age,
                         &head.directives,
                         &wanted,
-                        shared.grace,
+                        head.grace,
                         ignore_request,
                     );
                     grant.map(|_| {
@@ -199,8 +198,12 @@ async fn lookup(
                 if let Some(action) = hooks.hit(object) {
                     return Err(action);
                 }
-                object.record_hit();
-                return Ok((respond::from_object(object, &request.method, &request.headers, now), state));
+                let hits = object.record_hit() + 1;
+                let mut response = respond::from_object(object, &request.method, &request.headers, now);
+                if version.policy_defining(Sub::Deliver).is_some() {
+                    response.extensions_mut().insert(respond::ObjHits(hits));
+                }
+                return Ok((response, state));
             }
         }
         if wanted.only_if_cached && !ignore_request {
@@ -365,10 +368,11 @@ async fn vcl_route(
         for ban in session.bans.drain(..) {
             shared.ban(ban);
         }
+        let status_header = &shared.cache_status_header;
         let outcome = match step {
-            Ok((response, state)) => vcl_deliver(program, &mut session, response, state),
+            Ok((response, state)) => vcl_deliver(program, &mut session, response, state, status_header),
             Err((0, _)) => Deliver::Restart,
-            Err((status, reason)) => vcl_synth(program, &mut session, status, reason),
+            Err((status, reason)) => vcl_synth(program, &mut session, status, reason, status_header),
         };
         match outcome {
             Deliver::Done(response, state) => return (response, state),
@@ -377,11 +381,14 @@ async fn vcl_route(
                 session.hash.clear();
             }
             Deliver::Restart => {
+                // As Varnish: past max_restarts the request ends in vcl_synth with a 503; a
+                // vcl_synth that restarts again gets the plain error.
+                let reason = Some(format!("Too many restarts (max_restarts is {MAX_RESTARTS})"));
+                if let Deliver::Done(response, state) = vcl_synth(program, &mut session, 503, reason, status_header) {
+                    return (response, state);
+                }
                 let detail = format!("too many restarts (max_restarts is {MAX_RESTARTS})");
-                return (
-                    synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail),
-                    CacheState::Synth,
-                );
+                return (synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail), CacheState::Synth);
             }
         }
     }
@@ -404,14 +411,17 @@ enum Deliver {
 fn vcl_deliver(
     program: &Program,
     session: &mut ClientSession,
-    response: Response<ProxyBody>,
+    mut response: Response<ProxyBody>,
     state: CacheState,
+    status_header: &http::HeaderName,
 ) -> Deliver {
+    // Set before vcl_deliver runs, so the policy can read, rename or remove it.
+    response.headers_mut().insert(status_header, HeaderValue::from_static(state.as_str()));
     if !program.has_sub(Sub::Deliver) {
         return Deliver::Done(response, state);
     }
     let (mut parts, body) = response.into_parts();
-    session.obj_hits = u64::from(state == CacheState::Hit);
+    session.obj_hits = parts.extensions.get::<respond::ObjHits>().map_or(0, |hits| hits.0);
     session.resp = Some(ClientResponse {
         status: parts.status,
         reason: None,
@@ -423,20 +433,26 @@ fn vcl_deliver(
     parts.headers = resp.headers;
     match action {
         Action::Restart => Deliver::Restart,
-        Action::Synth { status, reason } => vcl_synth(program, session, status, Some(reason.to_string())),
+        Action::Synth { status, reason } => {
+            vcl_synth(program, session, status, Some(reason.to_string()), status_header)
+        }
         _ => Deliver::Done(Response::from_parts(parts, body), state),
     }
 }
 
 /// Builds a synthetic response through `vcl_synth` (the builtin one writes an HTML page).
-fn vcl_synth(program: &Program, session: &mut ClientSession, status: u16, reason: Option<String>) -> Deliver {
+fn vcl_synth(
+    program: &Program,
+    session: &mut ClientSession,
+    status: u16,
+    reason: Option<String>,
+    status_header: &http::HeaderName,
+) -> Deliver {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     session.synthetic = None;
-    session.resp = Some(ClientResponse {
-        status,
-        reason,
-        headers: http::HeaderMap::new(),
-    });
+    let mut headers = http::HeaderMap::new();
+    headers.insert(status_header, HeaderValue::from_static(CacheState::Synth.as_str()));
+    session.resp = Some(ClientResponse { status, reason, headers });
     let action = program.run(Sub::Synth, session);
     let resp = session.resp.take().expect("set above");
     if action == Action::Restart {

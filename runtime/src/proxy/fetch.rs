@@ -80,9 +80,21 @@ fn relay(
     Response::from_parts(parts, body)
 }
 
-fn failure(error: &BackendError) -> Response<ProxyBody> {
+/// The answer to a failed origin exchange: `vcl_backend_error`'s page when the policy defines
+/// that sub, else 502/503/504 with a short body naming the backend and the cause.
+fn failure(version: &Version, backend: &Backend, request: &Parts, error: &BackendError) -> Response<ProxyBody> {
     tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
-    synth::backend_failure(error)
+    let Some(program) = version.policy_defining(Sub::BackendError) else {
+        return synth::backend_failure(error);
+    };
+    let mut beresp = synth::backend_failure(error).into_parts().0;
+    beresp.headers.clear();
+    let mut bereq = request.clone();
+    let mut session = BackendSession::new(&mut bereq, backend.name(), true);
+    session.beresp = Some(&mut beresp);
+    program.run(Sub::BackendError, &mut session);
+    let body = session.synthetic.take().unwrap_or_default();
+    Response::from_parts(beresp, ProxyBody::full(body))
 }
 
 /// Forwards the request, body included, and relays the response; nothing is stored.
@@ -112,7 +124,7 @@ pub(super) async fn pass(
                 shared.targeted(),
             )
         }
-        Err(error) => failure(&error),
+        Err(error) => failure(version, backend, parts, &error),
     }
 }
 
@@ -233,7 +245,7 @@ fn stale_on_error<'a>(
         head.age_at(SystemTime::now()),
         &head.directives,
         &wanted,
-        shared.grace,
+        head.grace,
         shared.ignore_request_cache_control,
     );
     grant.map(|grant| {
@@ -256,8 +268,8 @@ pub(super) async fn miss(
     leader: Option<Leader>,
     stale: Option<Arc<CachedObject>>,
 ) -> (Response<ProxyBody>, CacheState) {
-    let method = parts.method.clone();
-    let request_headers = parts.headers.clone();
+    let request = parts.clone();
+    let (method, request_headers) = (&request.method, &request.headers);
     let mut bereq = match (&leader, &stale) {
         (None, None) => hit_for_pass_request(&parts, client.ip()),
         _ => fill_request(&parts, client.ip(), stale.as_deref()),
@@ -278,18 +290,18 @@ pub(super) async fn miss(
     let now = SystemTime::now();
     match delivery.await {
         Ok(Delivery::Stored { head, body }) => {
-            let response = respond::from_head(&head, body.reader(), &method, &request_headers, now);
+            let response = respond::from_head(&head, body.reader(), method, request_headers, now);
             (response, CacheState::Miss)
         }
         Ok(Delivery::Revalidated(object)) => {
-            let response = respond::from_object(&object, &method, &request_headers, now);
+            let response = respond::from_object(&object, method, request_headers, now);
             (response, CacheState::Revalidated)
         }
         Ok(Delivery::Passed(response)) => {
             if response.status().is_server_error() {
-                if let Some(object) = stale_on_error(shared, stale.as_ref(), &request_headers) {
+                if let Some(object) = stale_on_error(shared, stale.as_ref(), request_headers) {
                     return (
-                        respond::from_object(object, &method, &request_headers, now),
+                        respond::from_object(object, method, request_headers, now),
                         CacheState::Stale,
                     );
                 }
@@ -299,12 +311,12 @@ pub(super) async fn miss(
                 CacheState::Pass,
             )
         }
-        Ok(Delivery::Failed(error)) => match stale_on_error(shared, stale.as_ref(), &request_headers) {
+        Ok(Delivery::Failed(error)) => match stale_on_error(shared, stale.as_ref(), request_headers) {
             Some(object) => (
-                respond::from_object(object, &method, &request_headers, now),
+                respond::from_object(object, method, request_headers, now),
                 CacheState::Stale,
             ),
-            None => (failure(&error), CacheState::Miss),
+            None => (failure(version, backend, &request, &error), CacheState::Miss),
         },
         Err(_) => (
             synth::plain(
@@ -394,7 +406,7 @@ impl FetchTask {
             }
         }
         let judged = self.judge(
-            parts.status,
+            &mut parts.status,
             &mut parts.headers,
             parts.version,
             request_time,
@@ -440,9 +452,9 @@ impl FetchTask {
     ) {
         let mut merged = stale.head.headers.clone();
         conditional::merge_304(&mut merged, &not_modified.headers);
-        let status = stale.head.status;
+        let mut status = stale.head.status;
         match self.judge(
-            status,
+            &mut status,
             &mut merged,
             not_modified.version,
             request_time,
@@ -483,7 +495,7 @@ impl FetchTask {
     /// under.
     fn judge(
         &self,
-        status: StatusCode,
+        status: &mut StatusCode,
         fields: &mut http::HeaderMap,
         version: http::Version,
         request_time: SystemTime,
@@ -501,15 +513,15 @@ impl FetchTask {
             storable::check_storable(
                 &Method::GET,
                 &self.request.headers,
-                status,
+                *status,
                 fields,
                 &directives,
                 &shared.storing,
             )
             .map_err(|reason| reason.as_str())?;
         } else if status.is_informational()
-            || status == StatusCode::PARTIAL_CONTENT
-            || status == StatusCode::NOT_MODIFIED
+            || *status == StatusCode::PARTIAL_CONTENT
+            || *status == StatusCode::NOT_MODIFIED
         {
             return Err("status");
         }
@@ -520,7 +532,7 @@ impl FetchTask {
         if too_large {
             return Err("larger than max-object-size");
         }
-        let mut ttl = freshness::freshness_lifetime(status, fields, &directives, &shared.freshness).value;
+        let mut ttl = freshness::freshness_lifetime(*status, fields, &directives, &shared.freshness).value;
         let initial_age = age::initial_age(fields, request_time, response_time);
         let has_validator = storable::has_validator(fields);
         let (mut grace, mut keep) = (shared.grace, shared.keep);
@@ -565,7 +577,8 @@ impl FetchTask {
             .into();
         let host = self.request.headers.get(header::HOST).cloned();
         let head = ObjectHead {
-            status,
+            status: *status,
+            grace,
             headers: stored,
             response_time,
             initial_age,
@@ -585,13 +598,13 @@ impl FetchTask {
     fn vcl_backend_response(
         &self,
         program: &Program,
-        status: StatusCode,
+        status: &mut StatusCode,
         fields: &mut http::HeaderMap,
         version: http::Version,
         ttl: Duration,
     ) -> Option<(Duration, Duration, Duration)> {
         let mut beresp = Response::new(()).into_parts().0;
-        beresp.status = status;
+        beresp.status = *status;
         beresp.version = version;
         beresp.headers = std::mem::take(fields);
         let mut request = self.request.clone();
@@ -610,6 +623,7 @@ impl FetchTask {
             )
         });
         *fields = std::mem::take(&mut beresp.headers);
+        *status = beresp.status;
         decision
     }
 
@@ -631,16 +645,17 @@ impl FetchTask {
                 }
             }
         }
-        let whole = sink.finish();
+        // Stored before the readers see the end, so a client that read the whole body finds
+        // the object in the cache (an immediate PURGE removes it).
         if too_large {
             tracing::debug!(limit, "body larger than max-object-size: not stored");
             self.shared.coalescer.mark_hit_for_pass(self.key.clone());
         } else {
-            self.shared
-                .store
-                .insert(self.key.clone(), rule, Arc::new(CachedObject::new(head, whole)));
+            let object = Arc::new(CachedObject::new(head, sink.contents()));
+            self.shared.store.insert(self.key.clone(), rule, object);
             self.shared.coalescer.clear_hit_for_pass(&self.key);
         }
+        sink.finish();
         if let Some(leader) = self.leader {
             leader.finish();
         }

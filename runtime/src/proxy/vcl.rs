@@ -271,6 +271,8 @@ pub(super) struct BackendSession<'a> {
     pub keep: f64,
     pub backend_name: &'a str,
     pub xid: i64,
+    /// `vcl_backend_error`'s page.
+    pub synthetic: Option<String>,
 }
 
 impl<'a> BackendSession<'a> {
@@ -284,6 +286,7 @@ impl<'a> BackendSession<'a> {
             keep: 0.0,
             backend_name,
             xid: next_xid(),
+            synthetic: None,
         }
     }
 }
@@ -375,7 +378,9 @@ impl Context for BackendSession<'_> {
 
     fn hash_data(&mut self, _data: &str) {}
 
-    fn synthetic(&mut self, _body: String) {}
+    fn synthetic(&mut self, body: String) {
+        self.synthetic = Some(body);
+    }
 
     fn ban(&mut self, _ban: BanExpr) {}
 
