@@ -6,7 +6,6 @@
 //! per request. A `Module` can only be instantiated on the engine that compiled it, so each
 //! plugin is compiled on the engine of its isolation mode.
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -30,7 +29,7 @@ const SUPPORTED_ABI: [&str; 2] = ["proxy_abi_version_0_2_0", "proxy_abi_version_
 pub(crate) struct EngineSlot {
     pub(crate) engine: Engine,
     linker: Linker<HostState>,
-    defined: HashSet<(String, String)>,
+    defined: abi::ImportNames,
 }
 
 impl EngineSlot {
@@ -106,11 +105,9 @@ pub(crate) struct PluginMeta {
     pub(crate) vm_id: String,
     pub(crate) config: Bytes,
     pub(crate) vm_config: Bytes,
-    pub(crate) metrics: abi_metrics::Metrics,
+    pub(crate) metrics: abi::Metrics,
     logged: AtomicU64,
 }
-
-pub(crate) use super::abi::metrics as abi_metrics;
 
 impl PluginMeta {
     pub(crate) fn placeholder() -> Self {
@@ -198,9 +195,11 @@ pub(crate) fn load(host: &HostInner, spec: &PluginSpec) -> Result<Arc<PluginInne
         std::io::ErrorKind::NotFound => err(LoadErrorKind::NotFound),
         _ => err(LoadErrorKind::Read(e)),
     })?;
-    let slot = host
-        .engine_for(spec.isolation)
-        .map_err(|e| err(LoadErrorKind::Instantiate(format!("cannot create the pooling engine: {e}"))))?;
+    let slot = host.engine_for(spec.isolation).map_err(|e| {
+        err(LoadErrorKind::Instantiate(format!(
+            "cannot create the pooling engine: {e}"
+        )))
+    })?;
     let module = compile(&slot.engine, &spec.path, &bytes).map_err(err)?;
     check_exports(&module).map_err(err)?;
     let pre = link(slot, &module, &spec.name).map_err(err)?;
@@ -268,7 +267,10 @@ fn check_exports(module: &Module) -> Result<(), LoadErrorKind> {
     if !matches!(module.get_export("memory"), Some(ExternType::Memory(_))) {
         return Err(LoadErrorKind::MissingExport("memory"));
     }
-    if !matches!(module.get_export("proxy_on_context_create"), Some(ExternType::Func(_))) {
+    if !matches!(
+        module.get_export("proxy_on_context_create"),
+        Some(ExternType::Func(_))
+    ) {
         return Err(LoadErrorKind::MissingExport("proxy_on_context_create"));
     }
     let has_alloc = ["proxy_on_memory_allocate", "malloc"]

@@ -42,10 +42,7 @@ pub(crate) struct MemoryLimiter {
 
 impl MemoryLimiter {
     pub(crate) fn new(max: usize) -> Self {
-        MemoryLimiter {
-            max,
-            exceeded: false,
-        }
+        MemoryLimiter { max, exceeded: false }
     }
 }
 

@@ -44,7 +44,9 @@ impl RootContext for AddHeaderRoot {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(AddHeader { header: self.header.clone() }))
+        Some(Box::new(AddHeader {
+            header: self.header.clone(),
+        }))
     }
 
     fn get_type(&self) -> Option<ContextType> {

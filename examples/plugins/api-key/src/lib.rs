@@ -40,7 +40,10 @@ fn parse_config(raw: &str) -> Result<Config, String> {
         let mut keys = json.keys;
         keys.extend(json.key);
         Ok(Config {
-            header: json.header.unwrap_or_else(|| "x-api-key".into()).to_ascii_lowercase(),
+            header: json
+                .header
+                .unwrap_or_else(|| "x-api-key".into())
+                .to_ascii_lowercase(),
             keys,
         })
     } else {
@@ -84,7 +87,9 @@ impl RootContext for ApiKeyRoot {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(ApiKey { config: self.config.clone() }))
+        Some(Box::new(ApiKey {
+            config: self.config.clone(),
+        }))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -109,13 +114,13 @@ impl HttpContext for ApiKey {
             return Action::Continue;
         }
         let path = self.get_http_request_header(":path").unwrap_or_default();
-        log::info!("api-key: denied {path} (key {})", if presented.is_some() { "invalid" } else { "missing" });
+        log::info!(
+            "api-key: denied {path} (key {})",
+            if presented.is_some() { "invalid" } else { "missing" }
+        );
         self.send_http_response(
             401,
-            vec![
-                ("content-type", "text/plain"),
-                ("www-authenticate", "ApiKey"),
-            ],
+            vec![("content-type", "text/plain"), ("www-authenticate", "ApiKey")],
             Some(b"missing or invalid API key\n"),
         );
         Action::Pause

@@ -48,7 +48,9 @@ impl RootContext for BucketRoot {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Bucket { source: self.source.clone() }))
+        Some(Box::new(Bucket {
+            source: self.source.clone(),
+        }))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -63,7 +65,9 @@ struct Bucket {
 impl Context for Bucket {}
 
 fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 fn cookie_value(header: &str, name: &str) -> Option<String> {

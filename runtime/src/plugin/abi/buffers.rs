@@ -47,7 +47,14 @@ fn get_bytes(
     hand_over(&mut caller, &data[start..end], ret_ptr, ret_len)
 }
 
-fn set_bytes(caller: Caller<'_, HostState>, buffer: i32, _start: i32, _size: i32, _ptr: i32, _len: i32) -> i32 {
+fn set_bytes(
+    caller: Caller<'_, HostState>,
+    buffer: i32,
+    _start: i32,
+    _size: i32,
+    _ptr: i32,
+    _len: i32,
+) -> i32 {
     match buffer {
         REQUEST_BODY | RESPONSE_BODY => {
             caller.data().meta.log_once(

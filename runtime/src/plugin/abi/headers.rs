@@ -40,9 +40,9 @@ pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 
 /// Serializes pairs: `[count][klen vlen]* (key NUL value NUL)*`, u32 little-endian.
 pub(crate) fn serialize<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Vec<u8> {
-    let (count, size) = pairs
-        .clone()
-        .fold((0usize, 4usize), |(n, s), (k, v)| (n + 1, s + 8 + k.len() + v.len() + 2));
+    let (count, size) = pairs.clone().fold((0usize, 4usize), |(n, s), (k, v)| {
+        (n + 1, s + 8 + k.len() + v.len() + 2)
+    });
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(&(count as u32).to_le_bytes());
     for (k, v) in pairs.clone() {
@@ -297,7 +297,12 @@ fn target(state: &HostState, map: i32) -> Target {
 
 // === host functions ===
 
-fn get_pairs(mut caller: Caller<'_, HostState>, map: i32, ret_ptr: i32, ret_len: i32) -> wasmtime::Result<i32> {
+fn get_pairs(
+    mut caller: Caller<'_, HostState>,
+    map: i32,
+    ret_ptr: i32,
+    ret_len: i32,
+) -> wasmtime::Result<i32> {
     let bytes = {
         let state = caller.data();
         match target(state, map) {
@@ -391,7 +396,10 @@ fn write_value(
     value: (i32, i32),
     op: Op,
 ) -> i32 {
-    let (Some(k), Some(v)) = (read(&mut caller, key.0, key.1), read(&mut caller, value.0, value.1)) else {
+    let (Some(k), Some(v)) = (
+        read(&mut caller, key.0, key.1),
+        read(&mut caller, value.0, value.1),
+    ) else {
         return status::INVALID_MEMORY_ACCESS;
     };
     let k = lower(&k).into_owned();

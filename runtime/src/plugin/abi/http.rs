@@ -14,27 +14,45 @@ use crate::plugin::view::LocalResponse;
 
 pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap("env", "proxy_send_local_response", send_local_response)?;
-    linker.func_wrap("env", "proxy_continue_stream", |_: Caller<'_, HostState>, _stream: i32| status::OK)?;
-    linker.func_wrap("env", "proxy_close_stream", |caller: Caller<'_, HostState>, _stream: i32| {
-        caller
-            .data()
-            .meta
-            .log_once(once::CLOSE_STREAM, "proxy_close_stream is a no-op in edgecache");
+    linker.func_wrap(
+        "env",
+        "proxy_continue_stream",
+        |_: Caller<'_, HostState>, _stream: i32| status::OK,
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_close_stream",
+        |caller: Caller<'_, HostState>, _stream: i32| {
+            caller
+                .data()
+                .meta
+                .log_once(once::CLOSE_STREAM, "proxy_close_stream is a no-op in edgecache");
+            status::OK
+        },
+    )?;
+    // Deprecated 0.1.0 names that some SDK builds still import.
+    linker.func_wrap("env", "proxy_continue_request", |_: Caller<'_, HostState>| {
         status::OK
     })?;
-    // Deprecated 0.1.0 names that some SDK builds still import.
-    linker.func_wrap("env", "proxy_continue_request", |_: Caller<'_, HostState>| status::OK)?;
-    linker.func_wrap("env", "proxy_continue_response", |_: Caller<'_, HostState>| status::OK)?;
-    linker.func_wrap("env", "proxy_clear_route_cache", |_: Caller<'_, HostState>| status::OK)?;
+    linker.func_wrap("env", "proxy_continue_response", |_: Caller<'_, HostState>| {
+        status::OK
+    })?;
+    linker.func_wrap("env", "proxy_clear_route_cache", |_: Caller<'_, HostState>| {
+        status::OK
+    })?;
     linker.func_wrap("env", "proxy_done", |_: Caller<'_, HostState>| status::OK)?;
     linker.func_wrap("env", "proxy_set_effective_context", set_effective_context)?;
     linker.func_wrap("env", "proxy_http_call", http_call)?;
     linker.func_wrap("env", "proxy_grpc_call", grpc_call)?;
     linker.func_wrap("env", "proxy_grpc_stream", grpc_stream)?;
-    linker.func_wrap("env", "proxy_grpc_send", |c: Caller<'_, HostState>, _t: i32, _p: i32, _l: i32, _e: i32| {
-        log_grpc(&c);
-        status::NOT_FOUND
-    })?;
+    linker.func_wrap(
+        "env",
+        "proxy_grpc_send",
+        |c: Caller<'_, HostState>, _t: i32, _p: i32, _l: i32, _e: i32| {
+            log_grpc(&c);
+            status::NOT_FOUND
+        },
+    )?;
     linker.func_wrap("env", "proxy_grpc_cancel", |c: Caller<'_, HostState>, _t: i32| {
         log_grpc(&c);
         status::NOT_FOUND
@@ -73,7 +91,10 @@ fn send_local_response(
     ) else {
         return status::INVALID_MEMORY_ACCESS;
     };
-    let Ok(code) = u16::try_from(status_code).map_err(drop).and_then(|c| StatusCode::from_u16(c).map_err(drop)) else {
+    let Ok(code) = u16::try_from(status_code)
+        .map_err(drop)
+        .and_then(|c| StatusCode::from_u16(c).map_err(drop))
+    else {
         return status::BAD_ARGUMENT;
     };
     let Some(pairs) = deserialize(&raw_headers) else {
@@ -132,10 +153,10 @@ fn http_call(
 }
 
 fn log_grpc(caller: &Caller<'_, HostState>) {
-    caller
-        .data()
-        .meta
-        .log_once(once::GRPC, "gRPC calls are not supported (returned BAD_ARGUMENT / NOT_FOUND)");
+    caller.data().meta.log_once(
+        once::GRPC,
+        "gRPC calls are not supported (returned BAD_ARGUMENT / NOT_FOUND)",
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -176,18 +197,29 @@ fn grpc_stream(
 }
 
 fn get_status(mut caller: Caller<'_, HostState>, code_ptr: i32, msg_ptr: i32, msg_len: i32) -> i32 {
-    if write_u32(&mut caller, code_ptr, 0) && write_u32(&mut caller, msg_ptr, 0) && write_u32(&mut caller, msg_len, 0) {
+    if write_u32(&mut caller, code_ptr, 0)
+        && write_u32(&mut caller, msg_ptr, 0)
+        && write_u32(&mut caller, msg_len, 0)
+    {
         status::OK
     } else {
         status::INVALID_MEMORY_ACCESS
     }
 }
 
-fn foreign_function(caller: Caller<'_, HostState>, _np: i32, _nl: i32, _ap: i32, _al: i32, _rp: i32, _rl: i32) -> i32 {
-    caller
-        .data()
-        .meta
-        .log_once(once::FOREIGN, "foreign functions are not supported (returned NOT_FOUND)");
+fn foreign_function(
+    caller: Caller<'_, HostState>,
+    _np: i32,
+    _nl: i32,
+    _ap: i32,
+    _al: i32,
+    _rp: i32,
+    _rl: i32,
+) -> i32 {
+    caller.data().meta.log_once(
+        once::FOREIGN,
+        "foreign functions are not supported (returned NOT_FOUND)",
+    );
     status::NOT_FOUND
 }
 
@@ -205,7 +237,13 @@ pub(crate) type Metrics = Mutex<Vec<Metric>>;
 
 const MAX_METRICS: usize = 1024;
 
-fn define_metric(mut caller: Caller<'_, HostState>, kind: i32, name_ptr: i32, name_len: i32, ret_id: i32) -> i32 {
+fn define_metric(
+    mut caller: Caller<'_, HostState>,
+    kind: i32,
+    name_ptr: i32,
+    name_len: i32,
+    ret_id: i32,
+) -> i32 {
     let Some(name) = read(&mut caller, name_ptr, name_len) else {
         return status::INVALID_MEMORY_ACCESS;
     };
@@ -231,7 +269,10 @@ fn define_metric(mut caller: Caller<'_, HostState>, kind: i32, name_ptr: i32, na
 
 fn with_metric(caller: &Caller<'_, HostState>, id: i32, f: impl FnOnce(&mut Metric)) -> i32 {
     let mut metrics = caller.data().meta.metrics.lock();
-    match (id as u32 as usize).checked_sub(1).and_then(|i| metrics.get_mut(i)) {
+    match (id as u32 as usize)
+        .checked_sub(1)
+        .and_then(|i| metrics.get_mut(i))
+    {
         Some(m) => {
             f(m);
             status::OK

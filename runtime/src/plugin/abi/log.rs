@@ -26,7 +26,11 @@ pub(crate) fn emit(plugin: &str, level: i32, msg: &str) {
 fn proxy_log(mut caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32) -> i32 {
     // Always OK: the Rust SDK panics on any other status, even here.
     let Some(bytes) = read(&mut caller, ptr, len) else {
-        emit(&caller.data().meta.name, 3, "proxy_log with an out-of-bounds message");
+        emit(
+            &caller.data().meta.name,
+            3,
+            "proxy_log with an out-of-bounds message",
+        );
         return status::OK;
     };
     let msg = String::from_utf8_lossy(&bytes);

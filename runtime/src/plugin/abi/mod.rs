@@ -28,6 +28,13 @@ mod shared_data;
 mod time;
 mod wasi;
 
+pub(crate) use self::http::Metrics;
+
+/// The errno WASI stubs return.
+pub(crate) fn wasi_enosys() -> i32 {
+    wasi::ENOSYS_STUB
+}
+
 /// `proxy_status_t`.
 pub(crate) mod status {
     pub const OK: i32 = 0;
@@ -91,8 +98,11 @@ pub(crate) struct AbiViolation(pub(crate) String);
 #[error("proc_exit({0})")]
 pub(crate) struct ProcExit(pub(crate) i32);
 
-/// The base linker for one engine, and the `(module, name)` pairs it defines.
-pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<(Linker<HostState>, HashSet<(String, String)>)> {
+/// `(module, name)` pairs of defined imports.
+pub(crate) type ImportNames = HashSet<(String, String)>;
+
+/// The base linker for one engine, and the imports it defines.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<(Linker<HostState>, ImportNames)> {
     let mut linker = Linker::new(engine);
     log::define(&mut linker)?;
     headers::define(&mut linker)?;
@@ -108,7 +118,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<(Linker<HostState>, Ha
     Ok((linker, defined))
 }
 
-fn linker_names(linker: &Linker<HostState>, engine: &Engine) -> HashSet<(String, String)> {
+fn linker_names(linker: &Linker<HostState>, engine: &Engine) -> ImportNames {
     // `Linker::iter` needs a store of the linker's data type; a throwaway one is fine.
     let meta = Arc::new(PluginMeta::placeholder());
     let mut store = Store::new(engine, HostState::new(meta, 0));

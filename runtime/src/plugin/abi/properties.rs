@@ -67,7 +67,11 @@ pub(crate) fn lookup(state: &HostState, path: &str) -> Option<Vec<u8>> {
     }
     if let Some(field) = path.strip_prefix("request.") {
         let req = state.req.as_ref()?;
-        let header = |name| req.headers.get(name).map(|v: &http::HeaderValue| v.as_bytes().to_vec());
+        let header = |name| {
+            req.headers
+                .get(name)
+                .map(|v: &http::HeaderValue| v.as_bytes().to_vec())
+        };
         return match field {
             "path" => Some(
                 req.uri
@@ -127,7 +131,10 @@ fn get(
 
 /// Always OK (the Rust SDK panics otherwise); stored per instance.
 fn set(mut caller: Caller<'_, HostState>, path_ptr: i32, path_len: i32, v_ptr: i32, v_len: i32) -> i32 {
-    let (Some(raw), Some(value)) = (read(&mut caller, path_ptr, path_len), read(&mut caller, v_ptr, v_len)) else {
+    let (Some(raw), Some(value)) = (
+        read(&mut caller, path_ptr, path_len),
+        read(&mut caller, v_ptr, v_len),
+    ) else {
         return status::INVALID_MEMORY_ACCESS;
     };
     let path = path_of(&raw);

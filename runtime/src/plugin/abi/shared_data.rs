@@ -75,8 +75,18 @@ fn get(
     }
 }
 
-fn set(mut caller: Caller<'_, HostState>, key_ptr: i32, key_len: i32, v_ptr: i32, v_len: i32, cas: i32) -> i32 {
-    let (Some(key), Some(value)) = (read(&mut caller, key_ptr, key_len), read(&mut caller, v_ptr, v_len)) else {
+fn set(
+    mut caller: Caller<'_, HostState>,
+    key_ptr: i32,
+    key_len: i32,
+    v_ptr: i32,
+    v_len: i32,
+    cas: i32,
+) -> i32 {
+    let (Some(key), Some(value)) = (
+        read(&mut caller, key_ptr, key_len),
+        read(&mut caller, v_ptr, v_len),
+    ) else {
         return status::INVALID_MEMORY_ACCESS;
     };
     let cas = cas as u32;
@@ -99,10 +109,10 @@ fn set(mut caller: Caller<'_, HostState>, key_ptr: i32, key_len: i32, v_ptr: i32
 }
 
 fn log_queue(caller: &Caller<'_, HostState>) {
-    caller
-        .data()
-        .meta
-        .log_once(once::QUEUE, "shared queues are not supported (queue calls return NOT_FOUND)");
+    caller.data().meta.log_once(
+        once::QUEUE,
+        "shared queues are not supported (queue calls return NOT_FOUND)",
+    );
 }
 
 fn register_queue(mut caller: Caller<'_, HostState>, _ptr: i32, _len: i32, ret_id: i32) -> i32 {

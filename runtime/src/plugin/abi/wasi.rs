@@ -34,24 +34,52 @@ static START: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 pub(super) fn define(linker: &mut Linker<HostState>, module: &str) -> wasmtime::Result<()> {
     linker.func_wrap(module, "fd_write", fd_write)?;
-    linker.func_wrap(module, "fd_read", |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| EBADF)?;
+    linker.func_wrap(
+        module,
+        "fd_read",
+        |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| EBADF,
+    )?;
     linker.func_wrap(module, "fd_close", |_: Caller<'_, HostState>, _: i32| EBADF)?;
-    linker.func_wrap(module, "fd_seek", |_: Caller<'_, HostState>, _: i32, _: i64, _: i32, _: i32| EBADF)?;
-    linker.func_wrap(module, "fd_prestat_get", |_: Caller<'_, HostState>, _: i32, _: i32| EBADF)?;
-    linker.func_wrap(module, "fd_prestat_dir_name", |_: Caller<'_, HostState>, _: i32, _: i32, _: i32| EBADF)?;
+    linker.func_wrap(
+        module,
+        "fd_seek",
+        |_: Caller<'_, HostState>, _: i32, _: i64, _: i32, _: i32| EBADF,
+    )?;
+    linker.func_wrap(
+        module,
+        "fd_prestat_get",
+        |_: Caller<'_, HostState>, _: i32, _: i32| EBADF,
+    )?;
+    linker.func_wrap(
+        module,
+        "fd_prestat_dir_name",
+        |_: Caller<'_, HostState>, _: i32, _: i32, _: i32| EBADF,
+    )?;
     linker.func_wrap(module, "fd_fdstat_get", fd_fdstat_get)?;
     linker.func_wrap(module, "environ_sizes_get", zero_sizes)?;
-    linker.func_wrap(module, "environ_get", |_: Caller<'_, HostState>, _: i32, _: i32| SUCCESS)?;
+    linker.func_wrap(
+        module,
+        "environ_get",
+        |_: Caller<'_, HostState>, _: i32, _: i32| SUCCESS,
+    )?;
     linker.func_wrap(module, "args_sizes_get", zero_sizes)?;
-    linker.func_wrap(module, "args_get", |_: Caller<'_, HostState>, _: i32, _: i32| SUCCESS)?;
+    linker.func_wrap(module, "args_get", |_: Caller<'_, HostState>, _: i32, _: i32| {
+        SUCCESS
+    })?;
     linker.func_wrap(module, "clock_time_get", clock_time_get)?;
     linker.func_wrap(module, "clock_res_get", clock_res_get)?;
     linker.func_wrap(module, "random_get", random_get)?;
     linker.func_wrap(module, "sched_yield", |_: Caller<'_, HostState>| SUCCESS)?;
-    linker.func_wrap(module, "poll_oneoff", |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| ENOSYS)?;
-    linker.func_wrap(module, "proc_exit", |_: Caller<'_, HostState>, code: i32| -> wasmtime::Result<()> {
-        Err(ProcExit(code).into())
-    })?;
+    linker.func_wrap(
+        module,
+        "poll_oneoff",
+        |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| ENOSYS,
+    )?;
+    linker.func_wrap(
+        module,
+        "proc_exit",
+        |_: Caller<'_, HostState>, code: i32| -> wasmtime::Result<()> { Err(ProcExit(code).into()) },
+    )?;
     Ok(())
 }
 

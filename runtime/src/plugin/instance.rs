@@ -1,0 +1,314 @@
+//! One plugin instance: a wasmtime `Store` with its guest exports, the root context, and the
+//! HTTP contexts created in it. Every callback gets a fresh CPU deadline; any failure is
+//! classified into a [`Cause`] and the caller discards the instance.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wasmtime::{Instance as WasmInstance, Store, Trap, TypedFunc, WasmParams, WasmResults};
+
+use super::abi::{headers, once, AbiViolation, HostState, ProcExit};
+use super::engine::PluginInner;
+use super::error::Cause;
+use super::view::{RequestView, ResponseView, Verdict};
+
+/// The root context id; HTTP contexts are numbered from 2.
+const ROOT_ID: i32 = 1;
+
+/// Why an instance could not be started.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    Failed(Cause),
+    /// `proxy_on_vm_start` or `proxy_on_configure` returned false.
+    Rejected(&'static str),
+}
+
+impl From<Cause> for StartError {
+    fn from(c: Cause) -> Self {
+        StartError::Failed(c)
+    }
+}
+
+struct GuestFuncs {
+    on_context_create: TypedFunc<(i32, i32), ()>,
+    on_request_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    on_response_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    on_done: Option<TypedFunc<i32, i32>>,
+    on_log: Option<TypedFunc<i32, ()>>,
+    on_delete: Option<TypedFunc<i32, ()>>,
+    on_tick: Option<TypedFunc<i32, ()>>,
+}
+
+pub(crate) struct Instance {
+    store: Store<HostState>,
+    f: GuestFuncs,
+    pub(crate) generation: u64,
+    next_ctx: u32,
+    ticks: u64,
+    next_tick: Option<Instant>,
+}
+
+fn typed<P: WasmParams, R: WasmResults>(
+    instance: &WasmInstance,
+    store: &mut Store<HostState>,
+    name: &str,
+) -> Result<Option<TypedFunc<P, R>>, Cause> {
+    let Some(func) = instance.get_func(&mut *store, name) else {
+        return Ok(None);
+    };
+    func.typed::<P, R>(&*store)
+        .map(Some)
+        .map_err(|_| Cause::Abi(format!("export `{name}` has the wrong signature")))
+}
+
+/// Turns a wasmtime error from a guest call into a cause.
+fn classify(e: wasmtime::Error, state: &HostState) -> Cause {
+    let said = state
+        .last_error_log
+        .as_deref()
+        .map(|m| format!(" (plugin logged: {m})"))
+        .unwrap_or_default();
+    if let Some(ProcExit(code)) = e.downcast_ref::<ProcExit>() {
+        return Cause::Trap(format!("proc_exit({code}){said}"));
+    }
+    if let Some(AbiViolation(msg)) = e.downcast_ref::<AbiViolation>() {
+        return Cause::Abi(msg.clone());
+    }
+    let trap = e.downcast_ref::<Trap>().copied();
+    if trap == Some(Trap::Interrupt) {
+        return Cause::Deadline;
+    }
+    if state.limiter.exceeded {
+        return Cause::OutOfMemory;
+    }
+    match trap {
+        Some(t) => Cause::Trap(format!("{t}{said}")),
+        None => Cause::Trap(format!("{e}{said}")),
+    }
+}
+
+impl Instance {
+    /// Instantiates, runs start-up (`_initialize` + `main`, or `_start`), creates the root
+    /// context and runs `proxy_on_vm_start` and `proxy_on_configure`.
+    pub(crate) fn new(plugin: &PluginInner, generation: u64) -> Result<Self, StartError> {
+        let engine = plugin.pre.module().engine();
+        let mut store = Store::new(engine, HostState::new(plugin.meta.clone(), plugin.limits.memory));
+        store.limiter(|s| &mut s.limiter);
+        // Pitfall: with epoch interruption on, the default deadline is "now"; set it before
+        // instantiation, which runs start sections.
+        store.set_epoch_deadline(plugin.deadline_ticks);
+        let instance = match plugin.pre.instantiate(&mut store) {
+            Ok(i) => i,
+            Err(e) => return Err(classify(e, store.data()).into()),
+        };
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| Cause::Abi("no `memory` export".into()))?;
+        let alloc = match typed::<i32, i32>(&instance, &mut store, "proxy_on_memory_allocate")? {
+            Some(a) => a,
+            None => typed::<i32, i32>(&instance, &mut store, "malloc")?
+                .ok_or_else(|| Cause::Abi("no allocator export".into()))?,
+        };
+        store.data_mut().memory = Some(memory);
+        store.data_mut().alloc = Some(alloc);
+
+        let f = GuestFuncs {
+            on_context_create: typed(&instance, &mut store, "proxy_on_context_create")?
+                .ok_or_else(|| Cause::Abi("no `proxy_on_context_create` export".into()))?,
+            on_request_headers: typed(&instance, &mut store, "proxy_on_request_headers")?,
+            on_response_headers: typed(&instance, &mut store, "proxy_on_response_headers")?,
+            on_done: typed(&instance, &mut store, "proxy_on_done")?,
+            on_log: typed(&instance, &mut store, "proxy_on_log")?,
+            on_delete: typed(&instance, &mut store, "proxy_on_delete")?,
+            on_tick: typed(&instance, &mut store, "proxy_on_tick")?,
+        };
+        let initialize = typed::<(), ()>(&instance, &mut store, "_initialize")?;
+        let main = typed::<(i32, i32), i32>(&instance, &mut store, "main")?;
+        let start = typed::<(), ()>(&instance, &mut store, "_start")?;
+        let vm_start = typed::<(i32, i32), i32>(&instance, &mut store, "proxy_on_vm_start")?;
+        let configure = typed::<(i32, i32), i32>(&instance, &mut store, "proxy_on_configure")?;
+
+        let mut this = Instance {
+            store,
+            f,
+            generation,
+            next_ctx: 2,
+            ticks: plugin.deadline_ticks,
+            next_tick: None,
+        };
+        if let Some(init) = initialize {
+            this.call(&init, 0, ())?;
+            if let Some(main) = main {
+                this.call(&main, 0, (0, 0))?;
+            }
+        } else if let Some(start) = start {
+            match this.call(&start, 0, ()) {
+                // A WASI command that returns from main calls proc_exit(0).
+                Err(Cause::Trap(msg)) if msg.starts_with("proc_exit(0)") => {}
+                other => other?,
+            }
+        }
+        let create = this.f.on_context_create.clone();
+        this.call(&create, ROOT_ID as u32, (ROOT_ID, 0))?;
+        if let Some(vm_start) = vm_start {
+            let len = plugin.meta.vm_config.len() as i32;
+            if this.call(&vm_start, ROOT_ID as u32, (ROOT_ID, len))? == 0 {
+                return Err(StartError::Rejected("proxy_on_vm_start"));
+            }
+        }
+        if let Some(configure) = configure {
+            let len = plugin.meta.config.len() as i32;
+            if this.call(&configure, ROOT_ID as u32, (ROOT_ID, len))? == 0 {
+                return Err(StartError::Rejected("proxy_on_configure"));
+            }
+        }
+        this.schedule_tick();
+        Ok(this)
+    }
+
+    /// Calls a guest export with a fresh deadline and `ctx` as the effective context.
+    fn call<P: WasmParams, R: WasmResults>(
+        &mut self,
+        f: &TypedFunc<P, R>,
+        ctx: u32,
+        args: P,
+    ) -> Result<R, Cause> {
+        self.store.set_epoch_deadline(self.ticks);
+        let state = self.store.data_mut();
+        state.effective_context = ctx;
+        state.limiter.exceeded = false;
+        state.last_error_log = None;
+        f.call(&mut self.store, args)
+            .map_err(|e| classify(e, self.store.data()))
+    }
+
+    /// Creates an HTTP context (`proxy_on_context_create(ctx, root)`).
+    pub(crate) fn create_context(&mut self) -> Result<u32, Cause> {
+        let ctx = self.next_ctx;
+        self.next_ctx = self.next_ctx.checked_add(1).unwrap_or(2);
+        let create = self.f.on_context_create.clone();
+        self.call(&create, ctx, (ctx as i32, ROOT_ID))?;
+        Ok(ctx)
+    }
+
+    /// Moves the views into the store, runs `f`, moves them back (also on failure), and
+    /// returns what `f` returned plus the local response, if the plugin sent one.
+    fn with_views<T>(
+        &mut self,
+        req: Option<&mut RequestView>,
+        resp: Option<&mut ResponseView>,
+        f: impl FnOnce(&mut Self) -> Result<T, Cause>,
+    ) -> (Result<T, Cause>, Option<super::view::LocalResponse>) {
+        let (mut req, mut resp) = (req, resp);
+        if let Some(r) = req.as_deref_mut() {
+            self.store.data_mut().req = Some(std::mem::replace(r, RequestView::placeholder()));
+        }
+        if let Some(r) = resp.as_deref_mut() {
+            self.store.data_mut().resp = Some(std::mem::replace(r, ResponseView::placeholder()));
+        }
+        let result = f(self);
+        let state = self.store.data_mut();
+        if let (Some(slot), Some(v)) = (req, state.req.take()) {
+            *slot = v;
+        }
+        if let (Some(slot), Some(v)) = (resp, state.resp.take()) {
+            *slot = v;
+        }
+        (result, state.local_response.take())
+    }
+
+    fn verdict(&self, action: i32, local: Option<super::view::LocalResponse>) -> Verdict {
+        match local {
+            Some(l) => Verdict::LocalResponse(l),
+            None => {
+                if action != 0 {
+                    self.store.data().meta.log_once(
+                        once::PAUSE,
+                        "a headers callback returned Pause without a local response; edgecache \
+                         does not hold paused streams and continues",
+                    );
+                }
+                Verdict::Continue
+            }
+        }
+    }
+
+    pub(crate) fn request_headers(&mut self, ctx: u32, req: &mut RequestView) -> Result<Verdict, Cause> {
+        let Some(f) = self.f.on_request_headers.clone() else {
+            return Ok(Verdict::Continue);
+        };
+        let n = headers::request_count(req);
+        let eos = i32::from(req.end_of_stream);
+        let (action, local) =
+            self.with_views(Some(req), None, |this| this.call(&f, ctx, (ctx as i32, n, eos)));
+        Ok(self.verdict(action?, local))
+    }
+
+    pub(crate) fn response_headers(
+        &mut self,
+        ctx: u32,
+        req: Option<&mut RequestView>,
+        resp: &mut ResponseView,
+    ) -> Result<Verdict, Cause> {
+        let Some(f) = self.f.on_response_headers.clone() else {
+            return Ok(Verdict::Continue);
+        };
+        let n = headers::response_count(resp);
+        let eos = i32::from(resp.end_of_stream);
+        let (action, local) =
+            self.with_views(req, Some(resp), |this| this.call(&f, ctx, (ctx as i32, n, eos)));
+        Ok(self.verdict(action?, local))
+    }
+
+    /// `proxy_on_done`, then `proxy_on_log` and `proxy_on_delete`. A plugin that returns
+    /// false from `on_done` (it wants to finish later with `proxy_done`) is not waited for:
+    /// edgecache has no asynchronous host calls that could complete later.
+    pub(crate) fn finish(
+        &mut self,
+        ctx: u32,
+        req: Option<&mut RequestView>,
+        resp: Option<&mut ResponseView>,
+    ) -> Result<(), Cause> {
+        let (result, _local) = self.with_views(req, resp, |this| {
+            let c = ctx as i32;
+            if let Some(f) = this.f.on_done.clone() {
+                this.call(&f, ctx, c)?;
+            }
+            if let Some(f) = this.f.on_log.clone() {
+                this.call(&f, ctx, c)?;
+            }
+            if let Some(f) = this.f.on_delete.clone() {
+                this.call(&f, ctx, c)?;
+            }
+            Ok(())
+        });
+        result
+    }
+
+    fn schedule_tick(&mut self) {
+        self.next_tick = self.store.data().tick_period.map(|p| Instant::now() + p);
+    }
+
+    pub(crate) fn tick_period(&self) -> Option<Duration> {
+        self.store.data().tick_period
+    }
+
+    /// Runs `proxy_on_tick` on the root context if its period has elapsed.
+    pub(crate) fn tick_if_due(&mut self, now: Instant) -> Result<bool, Cause> {
+        let (Some(due), Some(f)) = (self.next_tick, self.f.on_tick.clone()) else {
+            self.schedule_tick();
+            return Ok(false);
+        };
+        if now < due {
+            return Ok(false);
+        }
+        self.call(&f, ROOT_ID as u32, ROOT_ID)?;
+        self.schedule_tick();
+        Ok(true)
+    }
+
+    /// Guest memory in bytes (for tests and stats).
+    pub(crate) fn memory_size(&self) -> usize {
+        self.store.data().memory.map_or(0, |m| m.data_size(&self.store))
+    }
+}
