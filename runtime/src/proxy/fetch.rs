@@ -258,6 +258,7 @@ fn stale_on_error<'a>(
 /// (`stale`, revalidated with a conditional request when it has validators); stores the
 /// response when it may. `leader` is the coalescing role, `None` for keys remembered as
 /// hit-for-pass.
+#[allow(clippy::too_many_arguments)] // A route struct (shared, version, backend, client) is the planned tidy-up.
 pub(super) async fn miss(
     shared: &Arc<Shared>,
     version: &Arc<Version>,
@@ -532,7 +533,9 @@ impl FetchTask {
         if too_large {
             return Err("larger than max-object-size");
         }
-        let mut ttl = freshness::freshness_lifetime(*status, fields, &directives, &shared.freshness).value;
+        let lifetime = freshness::freshness_lifetime(*status, fields, &directives, &shared.freshness);
+        tracing::trace!(source = lifetime.source.as_str(), lifetime = ?lifetime.value, "freshness");
+        let mut ttl = lifetime.value;
         let initial_age = age::initial_age(fields, request_time, response_time);
         let has_validator = storable::has_validator(fields);
         let (mut grace, mut keep) = (shared.grace, shared.keep);

@@ -64,14 +64,6 @@ impl LifetimeSource {
             LifetimeSource::None => "none",
         }
     }
-
-    /// `true` for `s-maxage`, `max-age` and `Expires` (explicit expiration, §4.2.1).
-    pub(crate) fn is_explicit(self) -> bool {
-        matches!(
-            self,
-            LifetimeSource::SMaxAge | LifetimeSource::MaxAge | LifetimeSource::Expires
-        )
-    }
 }
 
 /// A freshness lifetime and its source.

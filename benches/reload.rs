@@ -1,0 +1,161 @@
+//! Reload latency with a 1,000-line policy, over loopback, against a running edgecache.
+//!
+//! - `reload/api`: `Running::reload()` (what SIGHUP and `POST /reload` do): read, check and
+//!   compile the policy on a blocking thread, set up its backends, swap the version in.
+//! - `reload/file_change_to_serving`: rename a new version of the file over the old one, then
+//!   send requests on a keep-alive connection until a response carries the new version's
+//!   marker. This is what an operator sees; it includes the watcher's 150 ms debounce.
+//!
+//! Run: `cargo bench --bench reload`
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use edgecache_runtime::{Config, Running};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+async fn origin() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+    let address = listener.local_addr().expect("origin address");
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.expect("accept");
+            tokio::spawn(async move {
+                let service = service_fn(|_request| async {
+                    let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
+                    response.headers_mut().insert("cache-control", "no-store".parse().expect("valid"));
+                    Ok::<_, Infallible>(response)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    address
+}
+
+/// A policy of about 1,000 lines (the shape of policy-lang's `tests/perf.rs`) whose
+/// `vcl_deliver` sets `X-Policy: marker`.
+fn policy(origin: SocketAddr, marker: &str) -> String {
+    let rules = 140;
+    let mut s = format!(
+        "vcl 4.1;\nbackend default {{ .host = \"{}\"; .port = \"{}\"; }}\n",
+        origin.ip(),
+        origin.port()
+    );
+    s.push_str("acl internal { \"10.0.0.0\"/8; \"192.168.0.0\"/16; }\nsub vcl_recv {\n");
+    for i in 0..rules {
+        match i % 5 {
+            0 => s.push_str(&format!("    if (req.url ~ \"^/section{i}/\") {{\n        set req.http.X-Section = \"{i}\";\n    }}\n")),
+            1 => s.push_str(&format!("    if (req.http.X-Rule{i} == \"on\" && req.method == \"GET\") {{\n        return (pass);\n    }}\n")),
+            2 => s.push_str(&format!("    if (req.url ~ \"(?i)\\.(ext{i}|png)$\" && client.ip ~ internal) {{\n        unset req.http.Cookie;\n    }}\n")),
+            3 => s.push_str(&format!("    if (req.http.Cookie ~ \"session{i}=\") {{\n        return (pass);\n    }}\n")),
+            _ => s.push_str(&format!("    if (req.http.host == \"site{i}.example.com\") {{\n        set req.backend_hint = default;\n    }}\n")),
+        }
+    }
+    s.push_str("}\nsub vcl_backend_response {\n");
+    for i in 0..rules {
+        s.push_str(&format!(
+            "    if (bereq.url ~ \"^/ttl{i}/\") {{\n        set beresp.ttl = {}s;\n        set beresp.http.X-Rule = \"r\" + {i};\n    }}\n",
+            i + 1
+        ));
+    }
+    s.push_str(&format!("}}\nsub vcl_deliver {{\n    set resp.http.X-Policy = \"{marker}\";\n}}\n"));
+    s
+}
+
+fn rename_over(path: &Path, text: &str) {
+    let temp = path.with_extension("tmp");
+    std::fs::write(&temp, text).expect("write");
+    std::fs::rename(&temp, path).expect("rename");
+}
+
+async fn marker(sender: &mut SendRequest<Empty<Bytes>>, proxy: SocketAddr) -> String {
+    let request = Request::get("/page").header("host", proxy.to_string()).body(Empty::new()).expect("request");
+    sender.ready().await.expect("ready");
+    let response = sender.send_request(request).await.expect("response");
+    let marker = response.headers().get("x-policy").map_or(String::new(), |v| v.to_str().unwrap().to_string());
+    response.into_body().collect().await.expect("body");
+    marker
+}
+
+struct Setup {
+    running: Running,
+    origin: SocketAddr,
+    proxy: SocketAddr,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    let origin = origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("big.vcl");
+    let text = policy(origin, "0");
+    eprintln!("policy: {} lines", text.lines().count());
+    std::fs::write(&path, text).expect("write policy");
+    let config = Config {
+        listen: vec!["127.0.0.1:0".parse().expect("valid")],
+        policy: Some(path.clone()),
+        ..Config::default()
+    };
+    let running = edgecache_runtime::start(config).await.expect("start edgecache");
+    let proxy = running.listen_addrs()[0];
+    Setup { running, origin, proxy, path, _dir: dir }
+}
+
+fn reload(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let setup = runtime.block_on(setup());
+    let mut sender = runtime.block_on(async {
+        let stream = TcpStream::connect(setup.proxy).await.expect("connect");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+        tokio::spawn(connection);
+        sender
+    });
+    let mut group = c.benchmark_group("reload");
+    group.sample_size(20);
+
+    group.bench_function("api", |b| {
+        b.to_async(&runtime).iter(|| async { setup.running.reload().await.expect("reloads") })
+    });
+
+    let mut next = 1u64;
+    // Each iteration takes the debounce and more: one iteration per sample.
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("file_change_to_serving", |b| {
+        b.iter_custom(|iterations| {
+            runtime.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iterations {
+                    next += 1;
+                    let wanted = next.to_string();
+                    let text = policy(setup.origin, &wanted);
+                    let started = Instant::now();
+                    rename_over(&setup.path, &text);
+                    while marker(&mut sender, setup.proxy).await != wanted {
+                        assert!(started.elapsed() < Duration::from_secs(10), "the change was never served");
+                    }
+                    total += started.elapsed();
+                }
+                total
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, reload);
+criterion_main!(benches);
