@@ -52,15 +52,15 @@ mod sub;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing {
     //! An in-memory [`Context`](crate::Context) for tests and benches.
-    pub use crate::eval::testing::TestContext;
+    pub use crate::eval::testing::{PluginScript, TestContext};
 }
 
 use std::sync::Arc;
 
 pub use ban::{parse_ban, BanContext, BanExpr};
-pub use compile::{BackendDecl, ProbeDecl, Program};
+pub use compile::{BackendDecl, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program};
 pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
-pub use eval::{BackendId, Context, Scope, Value, ValueType, Var};
+pub use eval::{BackendId, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, ValueType, Var};
 pub use sub::{Action, Sub};
 
 use diagnostics::Sink;
@@ -196,7 +196,10 @@ fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Pr
     };
     let sm = Arc::new(sm);
     match parts {
-        Some(parts) if !sink.has_errors() => {
+        Some(mut parts) if !sink.has_errors() => {
+            for (p, file) in parts.plugins.iter_mut().zip(&parts.plugin_files) {
+                p.path = resolve_plugin_path(&sm.get(*file).name, &p.path);
+            }
             let mut program = compile::compile(parts, sources);
             if !sink.items.is_empty() {
                 program.warnings = Some(Diagnostics::new(sm, sink.items));
@@ -205,4 +208,13 @@ fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Pr
         }
         _ => Err(Diagnostics::new(sm, sink.items)),
     }
+}
+
+/// `join(parent(declaring file's canonical name), path)`; an absolute `path`
+/// stays as written (that is what `Path::join` does).
+fn resolve_plugin_path(declaring_file: &str, path: &str) -> String {
+    let parent = std::path::Path::new(declaring_file)
+        .parent()
+        .unwrap_or_else(|| std::path::Path::new(""));
+    parent.join(path).to_string_lossy().into_owned()
 }

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::eval::PluginId;
+
 /// A built-in subroutine (`vcl_*`) the runtime calls at a step of the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Sub {
@@ -147,6 +149,11 @@ pub enum Action {
     /// `return (fail)`: 503 "VCL failed" (client side) or abandon (backend side);
     /// in `vcl_init`, the policy fails to load.
     Fail { reason: Option<Arc<str>> },
+    /// A plugin answered the request itself (`proxy_send_local_response`
+    /// during `plugin.request(...)` / `plugin.response(...)`): the runtime
+    /// holds the local response and sends it as is. Only the evaluator
+    /// produces this action; it cannot be written in `return (...)`.
+    PluginResponse { plugin: PluginId },
 }
 
 impl Action {
@@ -164,11 +171,16 @@ impl Action {
             Action::Error { .. } => "error",
             Action::Ok => "ok",
             Action::Fail { .. } => "fail",
+            Action::PluginResponse { .. } => "plugin_response",
         }
     }
 }
 
 /// Action names in `return (...)` and the subs that may use them.
+///
+/// `plugin_response` ([`Action::PluginResponse`]) is deliberately absent: it
+/// is not user-writable, and the evaluator returns it from any sub that may
+/// run a plugin (`vcl_recv`, `vcl_backend_response`, `vcl_deliver`).
 pub(crate) fn action_mask(name: &str) -> Option<u16> {
     use mask::*;
     Some(match name {

@@ -228,6 +228,20 @@ impl Lower<'_> {
                         decls.push(Decl::Probe(ProbeDef { name, attrs, span }));
                     }
                 }
+                Rule::plugin_decl => {
+                    let mut name = None;
+                    let mut attrs = Vec::new();
+                    for q in p.into_inner() {
+                        match q.as_rule() {
+                            Rule::ident => name = Some(self.ident(q)),
+                            Rule::attribute_block => attrs = self.attributes(q),
+                            _ => {}
+                        }
+                    }
+                    if let Some(name) = name {
+                        decls.push(Decl::Plugin(PluginDef { name, attrs, span }));
+                    }
+                }
                 Rule::acl_decl => decls.push(Decl::Acl(self.acl(p))),
                 Rule::sub_decl => {
                     let mut name = None;
@@ -806,6 +820,58 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(m.decls.len(), 5);
+    }
+
+    #[test]
+    fn parses_plugin_declarations_and_calls() {
+        let m = parse(
+            r#"plugin auth {
+                .path = "plugins/auth.wasm";
+                .config = """{"key": "s3cret"}""";
+                .on_error = continue;
+                .isolation = per_request;
+            }
+            plugin hdr { .path = "h.wasm"; .config = {"a "b" c"}; }
+            sub vcl_recv { plugin.request(auth); }
+            sub vcl_deliver { plugin.response(hdr); }
+            "#,
+        )
+        .expect("parses");
+        assert_eq!(m.decls.len(), 4);
+        let Decl::Plugin(p) = &m.decls[0] else { panic!() };
+        assert_eq!(p.name.name, "auth");
+        let names: Vec<&str> = p.attrs.iter().map(|a| a.name.name.as_str()).collect();
+        assert_eq!(names, ["path", "config", "on_error", "isolation"]);
+        let AttrValue::Expr(e) = &p.attrs[1].value else {
+            panic!()
+        };
+        assert!(matches!(&e.kind, ExprKind::Str(s) if s == r#"{"key": "s3cret"}"#));
+        let AttrValue::Expr(e) = &p.attrs[2].value else {
+            panic!()
+        };
+        assert!(matches!(&e.kind, ExprKind::Name(n) if n == "continue"));
+        let Decl::Sub(s) = &m.decls[2] else { panic!() };
+        let StmtKind::Expr(e) = &s.body[0].kind else {
+            panic!()
+        };
+        let ExprKind::Call { func, args } = &e.kind else {
+            panic!()
+        };
+        assert_eq!(func.name, "plugin.request");
+        assert!(matches!(&args[0].value.kind, ExprKind::Name(n) if n == "auth"));
+    }
+
+    #[test]
+    fn plugin_is_only_a_keyword_at_the_top_level() {
+        // A backend, a sub and a header may still be called `plugin`.
+        parse(r#"backend plugin { .host = "x"; } sub plugin { set req.http.plugin = "1"; }"#)
+            .expect("parses");
+        let e = parse("plugin { .path = \"x\"; }").unwrap_err();
+        assert!(
+            e[0].message.contains("expected an identifier"),
+            "{}",
+            e[0].message
+        );
     }
 
     #[test]

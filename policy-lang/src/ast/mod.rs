@@ -23,6 +23,7 @@ pub(crate) enum Decl {
     Include { path: String, span: Span },
     Backend(BackendDef),
     Probe(ProbeDef),
+    Plugin(PluginDef),
     Acl(AclDef),
     Sub(SubDef),
 }
@@ -39,6 +40,15 @@ pub(crate) struct BackendDef {
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProbeDef {
+    pub name: Ident,
+    pub attrs: Vec<Attr>,
+    #[allow(dead_code)] // whole-declaration span, kept for future diagnostics
+    pub span: Span,
+}
+
+/// `plugin NAME { .path = "..."; ... }`.
+#[derive(Debug, Clone)]
+pub(crate) struct PluginDef {
     pub name: Ident,
     pub attrs: Vec<Attr>,
     #[allow(dead_code)] // whole-declaration span, kept for future diagnostics

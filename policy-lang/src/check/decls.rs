@@ -1,10 +1,11 @@
-//! `backend`, `probe` and `acl` declarations -> `BackendDecl`, `ProbeDecl`, `Acl`.
+//! `backend`, `probe`, `acl` and `plugin` declarations -> `BackendDecl`,
+//! `ProbeDecl`, `Acl`, `PluginDecl`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use crate::ast::{AclDef, Attr, AttrValue, BackendDef, ExprKind, ProbeDef};
-use crate::compile::{Acl, AclRule, BackendDecl, ProbeDecl};
+use crate::ast::{AclDef, Attr, AttrValue, BackendDef, ExprKind, PluginDef, ProbeDef};
+use crate::compile::{Acl, AclRule, BackendDecl, OnError, PluginDecl, PluginIsolation, ProbeDecl};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 
 const BACKEND_ATTRS: &[&str] = &[
@@ -36,6 +37,7 @@ const PROBE_ATTRS: &[&str] = &[
     "threshold",
     "initial",
 ];
+const PLUGIN_ATTRS: &[&str] = &["path", "config", "on_error", "isolation"];
 
 fn unknown_attr(sink: &mut Sink, kind: &str, a: &Attr, known: &[&str]) {
     let d = Diagnostic::new(
@@ -341,4 +343,153 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
         name: d.name.name.clone(),
         rules,
     }
+}
+
+/// `plugin NAME { .path = "..."; .config = "..."; .on_error = deny; .isolation = shared; }`.
+/// `.path` is returned as written; `load` resolves it against the declaring file.
+pub(crate) fn plugin(sink: &mut Sink, d: &PluginDef) -> PluginDecl {
+    let mut p = PluginDecl {
+        name: d.name.name.clone(),
+        path: String::new(),
+        config: String::new(),
+        on_error: OnError::default(),
+        isolation: PluginIsolation::default(),
+    };
+    let mut has_path = false;
+    let mut seen: Vec<(&str, Span)> = Vec::new();
+    for a in &d.attrs {
+        let name = a.name.name.as_str();
+        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+            sink.push(
+                Diagnostic::new(
+                    Code::BadDeclaration,
+                    a.name.span,
+                    format!("plugin attribute `.{name}` is set more than once"),
+                )
+                .label("set again here")
+                .secondary(*first, "first set here"),
+            );
+            continue;
+        }
+        seen.push((name, a.name.span));
+        match name {
+            "path" => {
+                has_path = true;
+                if let Some(path) = expect_string(sink, a) {
+                    if path.trim().is_empty() {
+                        sink.push(
+                            Diagnostic::new(Code::BadDeclaration, a.value.span(), "empty `.path`")
+                                .label("expected the path of a `.wasm` file")
+                                .hint("e.g. `.path = \"plugins/auth.wasm\";` (relative to this policy file)"),
+                        );
+                    }
+                    p.path = path;
+                }
+            }
+            "config" => match &a.value {
+                // `.config = "a" "b";` concatenates, like a string list elsewhere.
+                AttrValue::Strings(v) => p.config = v.iter().map(|(s, _)| s.as_str()).collect(),
+                _ => p.config = expect_string(sink, a).unwrap_or_default(),
+            },
+            "on_error" => {
+                if let Some(v) = keyword(
+                    sink,
+                    a,
+                    &["deny", "continue"],
+                    "`deny` (fail closed, 503) or `continue` (fail open)",
+                ) {
+                    p.on_error = if v == "deny" {
+                        OnError::Deny
+                    } else {
+                        OnError::Continue
+                    };
+                }
+            }
+            "isolation" => {
+                if let Some(v) = keyword(sink, a, &["shared", "per_request"], "`shared` or `per_request`") {
+                    p.isolation = if v == "shared" {
+                        PluginIsolation::Shared
+                    } else {
+                        PluginIsolation::PerRequest
+                    };
+                }
+            }
+            _ => unknown_attr(sink, "plugin", a, PLUGIN_ATTRS),
+        }
+    }
+    if !has_path {
+        sink.push(
+            Diagnostic::new(
+                Code::BadDeclaration,
+                d.name.span,
+                format!("plugin `{}` has no `.path`", d.name.name),
+            )
+            .label("declared here")
+            .hint("add `.path = \"plugins/NAME.wasm\";` (relative to this policy file)"),
+        );
+    }
+    p
+}
+
+/// A bare-word attribute value (`.on_error = deny;`) that must be one of `allowed`.
+fn keyword(sink: &mut Sink, a: &Attr, allowed: &[&'static str], want: &str) -> Option<&'static str> {
+    let attr = &a.name.name;
+    let (word, quoted) = match &a.value {
+        AttrValue::Expr(e) => match &e.kind {
+            ExprKind::Name(n) => (n.as_str(), false),
+            ExprKind::Str(s) => (s.as_str(), true),
+            _ => ("", false),
+        },
+        _ => ("", false),
+    };
+    if let Some(v) = allowed.iter().copied().find(|v| *v == word) {
+        if !quoted {
+            return Some(v);
+        }
+        sink.push(
+            Diagnostic::new(
+                Code::TypeMismatch,
+                a.value.span(),
+                format!("`.{attr}` expects a bare word, not a string"),
+            )
+            .label(format!("expected {want}"))
+            .hint(format!("write `.{attr} = {v};` without quotes")),
+        );
+        return None;
+    }
+    // Words people reach for when they mean fail open / fail closed.
+    let synonym = match word {
+        "allow" | "open" | "fail_open" | "pass" | "ignore" | "skip" => Some("continue"),
+        "closed" | "close" | "fail_closed" | "block" | "reject" | "fail" | "error" => Some("deny"),
+        _ => None,
+    }
+    .filter(|s| allowed.contains(s));
+    let hint = synonym
+        .or_else(|| did_you_mean(word, allowed.iter().copied()))
+        .map(|s| format!("did you mean `{s}`?"))
+        .unwrap_or_else(|| {
+            format!(
+                "`.{attr}` is one of: {}",
+                allowed
+                    .iter()
+                    .map(|v| format!("`{v}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+    let shown = if word.is_empty() {
+        "this value".to_string()
+    } else {
+        format!("`{word}`")
+    };
+    sink.push(
+        Diagnostic::new(
+            Code::BadDeclaration,
+            a.value.span(),
+            format!("invalid `.{attr}` value {shown}"),
+        )
+        .label(format!("expected {want}"))
+        .hint(hint),
+    );
+    None
 }

@@ -2,7 +2,7 @@
 //! policy with several mistakes reports them all:
 //!
 //! * names (here): imports, duplicate definitions, `vcl_*` names, directors;
-//! * `decls.rs`: backend / probe / ACL attributes;
+//! * `decls.rs`: backend / probe / ACL / plugin attributes;
 //! * calls (here): undefined subs, recursion, and which methods reach each
 //!   custom sub (a custom sub is checked in the context of every caller);
 //! * `types.rs` with `vars.rs` and `funcs.rs`: variables readable/writable
@@ -36,6 +36,7 @@ pub(crate) enum SymKind {
     Acl(usize),
     Sub(usize),
     Director(usize, DirectorKind),
+    Plugin(usize),
 }
 
 impl SymKind {
@@ -46,6 +47,7 @@ impl SymKind {
             SymKind::Acl(_) => "ACL",
             SymKind::Sub(_) => "sub",
             SymKind::Director(..) => "director",
+            SymKind::Plugin(_) => "plugin",
         }
     }
 }
@@ -122,6 +124,8 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
     let mut backend_defs = Vec::new();
     let mut acls = Vec::new();
     let mut directors: Vec<Director> = Vec::new();
+    let mut plugins = Vec::new();
+    let mut plugin_files = Vec::new();
 
     // Helper subs of the builtin (`vcl_req_cookie`, ...) are callable, not reserved.
     let builtin_subs: Vec<&str> = modules
@@ -156,7 +160,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                     other => sink.push(
                         Diagnostic::new(Code::Unsupported, name.span, format!("vmod `{other}` is not available in edgecache"))
                             .label("unknown vmod")
-                            .hint("edgecache provides `std` and `directors`; other vmods will be available as WebAssembly plugins"),
+                            .hint("edgecache provides `std` and `directors`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
                     ),
                 },
                 Decl::Include { span, .. } => {
@@ -171,6 +175,12 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                 Decl::Probe(p) => {
                     if syms.define(sink, &p.name.name, p.name.span, SymKind::Probe(probe_defs.len())) {
                         probe_defs.push(p);
+                    }
+                }
+                Decl::Plugin(p) => {
+                    if syms.define(sink, &p.name.name, p.name.span, SymKind::Plugin(plugins.len())) {
+                        plugins.push(decls::plugin(sink, p));
+                        plugin_files.push(p.name.span.file);
                     }
                 }
                 Decl::Acl(a) => {
@@ -455,6 +465,8 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         default_backend,
         acls,
         directors,
+        plugins,
+        plugin_files,
         bodies,
         methods,
         user_methods,

@@ -18,7 +18,7 @@ use crate::ast::{self, Arg, AssignOp, BinOp, ExprKind, StmtKind};
 use crate::compile::ir::{ArithOp, CmpOp, Expr, Func, Matcher, Replacement, Ret, Stmt};
 use crate::compile::{fold, DirectorKind};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
-use crate::eval::{BackendId, Scope, Value, ValueType, Var};
+use crate::eval::{BackendId, PluginId, PluginPhase, Scope, Value, ValueType, Var};
 use crate::sub::{self, mask, Action, Sub};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -702,6 +702,7 @@ impl<'a> Lowerer<'a> {
                     }
                 }
             }
+            _ if name.starts_with("plugin.") => self.plugin_stmt(func, args, e.span),
             _ => {
                 // `obj.add_backend(...)` in vcl_init.
                 if let Some((obj, method)) = name.rsplit_once('.') {
@@ -718,6 +719,88 @@ impl<'a> Lowerer<'a> {
                 Some(Stmt::Eval(x))
             }
         }
+    }
+
+    /// `plugin.request(NAME);` (vcl_recv) / `plugin.response(NAME);`
+    /// (vcl_backend_response, vcl_deliver).
+    fn plugin_stmt(&mut self, func: &ast::Ident, args: &[Arg], span: Span) -> Option<Stmt> {
+        let name = func.name.as_str();
+        let (phase, allowed) = match name {
+            "plugin.request" => (PluginPhase::Request, mask::RECV),
+            "plugin.response" => (PluginPhase::Response, mask::BE_RESPONSE | mask::DELIVER),
+            _ => {
+                let hint = did_you_mean(name, ["plugin.request", "plugin.response"])
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| {
+                        "run a plugin with `plugin.request(NAME);` (vcl_recv) or `plugin.response(NAME);` (vcl_backend_response, vcl_deliver)".into()
+                    });
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::UnknownFunction,
+                        func.span,
+                        format!("unknown function `{name}`"),
+                    )
+                    .label("not a plugin phase")
+                    .hint(hint),
+                );
+                return None;
+            }
+        };
+        let ok = self.scope_check(
+            allowed,
+            func.span,
+            &format!("`{name}`"),
+            "allowed",
+            Code::NotAllowedHere,
+        );
+        let [arg] = args else {
+            self.arg_count(span, name, "1 (a plugin name)");
+            return None;
+        };
+        let a = &arg.value;
+        let ExprKind::Name(n) = &a.kind else {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    a.span,
+                    format!("`{name}` expects a plugin name"),
+                )
+                .label("expected the name of a `plugin` declaration")
+                .hint(format!("e.g. `{name}(auth);` for `plugin auth {{ ... }}`")),
+            );
+            return None;
+        };
+        let id = match self.syms.get(n) {
+            Some(SymKind::Plugin(id)) => id,
+            other => {
+                let names = self.syms.names_of(|k| matches!(k, SymKind::Plugin(_)));
+                let mut d = Diagnostic::new(Code::UndefinedPlugin, a.span, format!("undefined plugin `{n}`"));
+                d = match other {
+                    Some(k) => {
+                        let what = k.describe();
+                        let article = if what.starts_with(['A', 'a', 'e', 'i', 'o', 'u']) {
+                            "an"
+                        } else {
+                            "a"
+                        };
+                        d.label(format!("`{n}` is {article} {what}, not a plugin"))
+                    }
+                    None => d.label("no plugin with this name"),
+                };
+                let hint = did_you_mean(n, names.iter().map(|s| s.as_str()))
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| {
+                        if names.is_empty() {
+                            format!("declare it at the top level: `plugin {n} {{ .path = \"plugins/{n}.wasm\"; }}`")
+                        } else {
+                            format!("declared plugins: {}", names.join(", "))
+                        }
+                    });
+                self.sink.push(d.hint(hint));
+                return None;
+            }
+        };
+        ok.then_some(Stmt::Plugin(PluginId(id as u32), phase))
     }
 
     fn add_backend(
@@ -990,6 +1073,16 @@ impl<'a> Lowerer<'a> {
                     )
                     .label("a director object")
                     .hint(format!("pick a backend with `{n}.backend()`")),
+                );
+                return E;
+            }
+            Some(SymKind::Plugin(_)) => {
+                self.sink.push(
+                    Diagnostic::new(Code::TypeMismatch, span, format!("`{n}` is a plugin, not a value"))
+                        .label("a plugin")
+                        .hint(format!(
+                            "run it with `plugin.request({n});` (vcl_recv) or `plugin.response({n});` (vcl_backend_response, vcl_deliver)"
+                        )),
                 );
                 return E;
             }
@@ -1309,6 +1402,18 @@ impl<'a> Lowerer<'a> {
                 )
                 .label("used as a value")
                 .hint(format!("call it as a statement: `{name}(...);`")),
+            );
+            return E;
+        }
+        if matches!(name, "plugin.request" | "plugin.response") {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    func.span,
+                    format!("`{name}` does not return a value"),
+                )
+                .label("used as a value")
+                .hint(format!("run the plugin as a statement: `{name}(NAME);`")),
             );
             return E;
         }

@@ -5,7 +5,7 @@
 use http::HeaderName;
 use regex::Regex;
 
-use crate::eval::{Scope, Value, Var};
+use crate::eval::{PluginId, PluginPhase, Scope, Value, Var};
 use crate::sub::Action;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +117,8 @@ pub(crate) enum Stmt {
     Collect(Scope, HeaderName),
     /// A call evaluated for its effect.
     Eval(Expr),
+    /// `plugin.request(NAME);` / `plugin.response(NAME);`.
+    Plugin(PluginId, PluginPhase),
     Block(Vec<Stmt>),
 }
 

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use crate::eval::BackendId;
+use crate::eval::{BackendId, PluginId};
 use crate::sub::Sub;
 
 /// A `backend` declaration.
@@ -60,6 +60,72 @@ impl ProbeDecl {
             window: 8,
             threshold: 3,
             initial: 2,
+        }
+    }
+}
+
+/// A `plugin NAME { ... }` declaration: a WebAssembly (proxy-wasm) module
+/// the policy runs with `plugin.request(NAME);` / `plugin.response(NAME);`.
+/// The crate only declares and calls plugins; loading and running them is
+/// the runtime's job (through [`Context::run_plugin`](crate::Context::run_plugin)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginDecl {
+    pub name: String,
+    /// `.path`, resolved relative to the file that declares the plugin:
+    /// `join(parent(declaring file's canonical name), .path)` (an absolute
+    /// `.path` stays as written). Not checked for existence here.
+    pub path: String,
+    /// `.config`: the plugin configuration bytes handed to
+    /// `proxy_on_configure` (`""` when not given).
+    pub config: String,
+    /// `.on_error` (default [`OnError::Deny`]).
+    pub on_error: OnError,
+    /// `.isolation` (default [`PluginIsolation::Shared`]).
+    pub isolation: PluginIsolation,
+}
+
+/// What a request gets when its plugin traps, times out or runs out of memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnError {
+    /// `.on_error = deny;` (default): fail closed. The runtime reports
+    /// [`PluginOutcome::Failed`](crate::PluginOutcome::Failed) and the sub
+    /// ends with a 503.
+    #[default]
+    Deny,
+    /// `.on_error = continue;`: fail open. The runtime reports
+    /// [`PluginOutcome::Continue`](crate::PluginOutcome::Continue) and the
+    /// request goes on as if the plugin had not run.
+    Continue,
+}
+
+impl OnError {
+    /// The VCL spelling: `"deny"` or `"continue"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Deny => "deny",
+            OnError::Continue => "continue",
+        }
+    }
+}
+
+/// How plugin instances are shared between requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PluginIsolation {
+    /// `.isolation = shared;` (default): long-lived instances (one per
+    /// worker), each serving many requests, as proxy-wasm hosts do.
+    #[default]
+    Shared,
+    /// `.isolation = per_request;`: a fresh instance for every request, for
+    /// plugins that must not share state between requests.
+    PerRequest,
+}
+
+impl PluginIsolation {
+    /// The VCL spelling: `"shared"` or `"per_request"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginIsolation::Shared => "shared",
+            PluginIsolation::PerRequest => "per_request",
         }
     }
 }
@@ -137,6 +203,7 @@ pub struct Program {
     pub(crate) default_backend: Option<BackendId>,
     pub(crate) acls: Vec<Acl>,
     pub(crate) directors: Vec<Director>,
+    pub(crate) plugins: Vec<PluginDecl>,
     pub(crate) bodies: Vec<Vec<ir::Stmt>>,
     pub(crate) methods: [Option<usize>; 13],
     pub(crate) user_methods: u16,
@@ -162,6 +229,18 @@ impl Program {
             .map(|i| BackendId(i as u32))
     }
 
+    /// Declared plugins, in declaration order; [`PluginId`] indexes this slice.
+    pub fn plugins(&self) -> &[PluginDecl] {
+        &self.plugins
+    }
+
+    pub fn plugin_id(&self, name: &str) -> Option<PluginId> {
+        self.plugins
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| PluginId(i as u32))
+    }
+
     /// Whether the user's policy defines this sub (otherwise only the
     /// builtin behaviour runs).
     pub fn has_sub(&self, sub: Sub) -> bool {
@@ -184,6 +263,10 @@ pub(crate) struct Parts {
     pub default_backend: Option<BackendId>,
     pub acls: Vec<Acl>,
     pub directors: Vec<Director>,
+    /// `.path` still as written; `finish` resolves it against the file.
+    pub plugins: Vec<PluginDecl>,
+    /// The file that declares each plugin (parallel to `plugins`).
+    pub plugin_files: Vec<crate::diagnostics::FileId>,
     pub bodies: Vec<Vec<ir::Stmt>>,
     pub methods: [Option<usize>; 13],
     pub user_methods: u16,
@@ -200,6 +283,7 @@ pub(crate) fn compile(parts: Parts, sources: Vec<String>) -> Program {
         default_backend: parts.default_backend,
         acls: parts.acls,
         directors: parts.directors,
+        plugins: parts.plugins,
         bodies,
         methods: parts.methods,
         user_methods: parts.user_methods,
@@ -216,6 +300,170 @@ mod tests {
     fn program_is_send_sync() {
         fn assert<T: Send + Sync>() {}
         assert::<Program>();
+    }
+
+    fn plugins(src: &str) -> Program {
+        crate::load_str("conf/policy.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()))
+    }
+
+    #[test]
+    fn plugin_declarations_compile_with_defaults() {
+        let p = plugins(
+            r#"vcl 4.1;
+            backend default { .host = "127.0.0.1"; }
+            plugin auth {
+                .path = "plugins/auth.wasm";
+                .config = """{"key": "s3cret"}""";
+                .on_error = continue;
+                .isolation = per_request;
+            }
+            plugin hdr { .path = "/opt/plugins/hdr.wasm"; }
+            plugin parts { .path = "p.wasm"; .config = "a" "b"; }
+            sub vcl_recv { plugin.request(auth); }
+            sub vcl_deliver { plugin.response(hdr); plugin.response(parts); }
+            "#,
+        );
+        assert_eq!(
+            p.plugins(),
+            &[
+                PluginDecl {
+                    name: "auth".into(),
+                    path: "conf/plugins/auth.wasm".into(),
+                    config: r#"{"key": "s3cret"}"#.into(),
+                    on_error: OnError::Continue,
+                    isolation: PluginIsolation::PerRequest,
+                },
+                PluginDecl {
+                    name: "hdr".into(),
+                    // Absolute paths stay as written.
+                    path: "/opt/plugins/hdr.wasm".into(),
+                    config: String::new(),
+                    on_error: OnError::Deny,
+                    isolation: PluginIsolation::Shared,
+                },
+                PluginDecl {
+                    name: "parts".into(),
+                    path: "conf/p.wasm".into(),
+                    config: "ab".into(),
+                    on_error: OnError::Deny,
+                    isolation: PluginIsolation::Shared,
+                },
+            ]
+        );
+        assert_eq!(p.plugin_id("auth"), Some(PluginId(0)));
+        assert_eq!(p.plugin_id("parts"), Some(PluginId(2)));
+        assert_eq!(p.plugin_id("default"), None);
+        assert!(p.warnings().is_none());
+    }
+
+    #[test]
+    fn plugin_paths_resolve_against_the_declaring_file() {
+        use std::path::Path;
+        struct Mem;
+        impl crate::SourceLoader for Mem {
+            fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String> {
+                let name = match from.and_then(|f| Path::new(f).parent()) {
+                    Some(d) => d.join(path).display().to_string(),
+                    None => path.to_string(),
+                };
+                let text = match name.as_str() {
+                    "/etc/edge/main.vcl" => {
+                        "vcl 4.1;\nbackend default { .host = \"h\"; }\ninclude \"lib/auth.vcl\";\n\
+                         plugin top { .path = \"top.wasm\"; }\n\
+                         sub vcl_deliver { plugin.response(top); }\n"
+                    }
+                    "/etc/edge/lib/auth.vcl" => {
+                        "plugin auth { .path = \"../plugins/auth.wasm\"; }\nsub vcl_recv { plugin.request(auth); }\n"
+                    }
+                    _ => return Err("not found".into()),
+                };
+                Ok((name, text.to_string()))
+            }
+        }
+        let p = crate::load("/etc/edge/main.vcl", &Mem).unwrap_or_else(|d| panic!("{}", d.render()));
+        let paths: Vec<&str> = p.plugins().iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/etc/edge/lib/../plugins/auth.wasm", "/etc/edge/top.wasm"]
+        );
+    }
+
+    #[test]
+    fn plugin_declaration_errors() {
+        let errs = |src: &str| -> String {
+            let src = format!("vcl 4.1;\nbackend default {{ .host = \"h\"; }}\n{src}");
+            crate::load_str("p.vcl", &src)
+                .map(|_| String::new())
+                .unwrap_or_else(|d| d.render())
+        };
+        let r = errs("plugin a { .path = \"\"; }");
+        assert!(r.contains("empty `.path`"), "{r}");
+        let r = errs("plugin a { .path = \"a.wasm\"; .path = \"b.wasm\"; }");
+        assert!(r.contains("`.path` is set more than once"), "{r}");
+        let r = errs("plugin a { .path = 42s; }");
+        assert!(r.contains("`.path` expects a string"), "{r}");
+        let r = errs("plugin a { .path = \"a.wasm\"; .on_error = \"deny\"; }");
+        assert!(
+            r.contains("expects a bare word") && r.contains("`.on_error = deny;`"),
+            "{r}"
+        );
+        let r = errs("plugin a { .path = \"a.wasm\"; .on_error = allow; }");
+        assert!(r.contains("did you mean `continue`?"), "{r}");
+        let r = errs("plugin a { .path = \"a.wasm\"; .isolation = per_reqest; }");
+        assert!(r.contains("did you mean `per_request`?"), "{r}");
+        let r = errs("plugin a { .path = \"a.wasm\"; .config = 3s; }");
+        assert!(r.contains("`.config` expects a string"), "{r}");
+        // A plugin shares the name space of backends, ACLs and subs.
+        let r = errs("plugin default { .path = \"a.wasm\"; }");
+        assert!(r.contains("`default` is defined more than once"), "{r}");
+    }
+
+    #[test]
+    fn plugin_statement_errors() {
+        let errs = |body: &str| -> String {
+            let src = format!(
+                "vcl 4.1;\nbackend default {{ .host = \"h\"; }}\nacl local {{ \"127.0.0.1\"; }}\n\
+                 plugin auth {{ .path = \"a.wasm\"; }}\n{body}"
+            );
+            crate::load_str("p.vcl", &src)
+                .map(|_| String::new())
+                .unwrap_or_else(|d| d.render())
+        };
+        let r = errs("sub vcl_recv { plugin.reqest(auth); }");
+        assert!(
+            r.contains("unknown function `plugin.reqest`") && r.contains("did you mean `plugin.request`?"),
+            "{r}"
+        );
+        let r = errs("sub vcl_recv { plugin.request(); }");
+        assert!(r.contains("wrong number of arguments to `plugin.request`"), "{r}");
+        let r = errs("sub vcl_recv { plugin.request(auth, auth); }");
+        assert!(r.contains("wrong number of arguments"), "{r}");
+        let r = errs("sub vcl_recv { plugin.request(\"auth\"); }");
+        assert!(r.contains("expects a plugin name"), "{r}");
+        let r = errs("sub vcl_recv { plugin.request(local); }");
+        assert!(
+            r.contains("undefined plugin `local`") && r.contains("`local` is an ACL, not a plugin"),
+            "{r}"
+        );
+        let r = errs("sub vcl_recv { if (plugin.request(auth)) { return (pass); } }");
+        assert!(r.contains("`plugin.request` does not return a value"), "{r}");
+        let r = errs("sub vcl_recv { set req.http.x = auth; }");
+        assert!(r.contains("`auth` is a plugin, not a value"), "{r}");
+        let r = errs("sub vcl_backend_fetch { plugin.response(auth); }");
+        assert!(
+            r.contains("`plugin.response` is not allowed in `vcl_backend_fetch`"),
+            "{r}"
+        );
+        let r = errs("sub vcl_hit { plugin.request(auth); }");
+        assert!(r.contains("`plugin.request` is not allowed in `vcl_hit`"), "{r}");
+        // `return (plugin_response)` is not a user action.
+        let r = errs("sub vcl_recv { return (plugin_response); }");
+        assert!(r.contains("unknown return action `plugin_response`"), "{r}");
+        // Legal everywhere it is documented to be.
+        let ok = "sub vcl_recv { plugin.request(auth); }\n\
+                  sub vcl_backend_response { plugin.response(auth); }\n\
+                  sub vcl_deliver { plugin.response(auth); }";
+        assert_eq!(errs(ok), "");
     }
 
     #[test]

@@ -183,13 +183,15 @@ pub enum Code {
     Recursion,
     /// E046 reserved / unknown `vcl_*` sub name.
     UnknownMethod,
+    /// E047 undefined plugin.
+    UndefinedPlugin,
     /// E050 regex does not compile.
     BadRegex,
     /// E051 regex uses a PCRE feature Rust's regex lacks.
     UnsupportedRegex,
     /// E060 construct not supported by edgecache.
     Unsupported,
-    /// E061 bad backend/probe/acl declaration.
+    /// E061 bad backend/probe/acl/plugin declaration.
     BadDeclaration,
     /// E062 statement not allowed in this sub.
     NotAllowedHere,
@@ -221,6 +223,7 @@ impl Code {
             Code::Duplicate => "E044",
             Code::Recursion => "E045",
             Code::UnknownMethod => "E046",
+            Code::UndefinedPlugin => "E047",
             Code::BadRegex => "E050",
             Code::UnsupportedRegex => "E051",
             Code::Unsupported => "E060",

@@ -19,13 +19,14 @@
 //!   [`Context::set_header`] replaces every value of the header;
 //!   [`Context::unset_header`] removes them all.
 //! * Side effects ([`Context::hash_data`], [`Context::synthetic`],
-//!   [`Context::ban`], [`Context::log`]) are called in program order.
+//!   [`Context::ban`], [`Context::log`], [`Context::run_plugin`]) are called
+//!   in program order.
 
 use std::borrow::Cow;
 
 use http::HeaderName;
 
-use super::value::{BackendId, Value};
+use super::value::{BackendId, PluginId, Value};
 use crate::ban::BanExpr;
 
 /// Which message a header belongs to.
@@ -218,4 +219,62 @@ pub trait Context {
     fn random(&self) -> f64 {
         0.5
     }
+
+    /// `plugin.request(NAME);` (phase [`PluginPhase::Request`], `vcl_recv`)
+    /// and `plugin.response(NAME);` (phase [`PluginPhase::Response`],
+    /// `vcl_backend_response` / `vcl_deliver`): run the plugin's phase on the
+    /// current request. `plugin` indexes [`Program::plugins`](crate::Program::plugins).
+    ///
+    /// Headers the plugin sets must be written into the maps that
+    /// [`Context::header`] reads, so the statements after the call see them.
+    /// The plugin's `.on_error` is the implementor's job: when the plugin
+    /// traps, hits its deadline or runs out of memory, return
+    /// [`PluginOutcome::Failed`] for [`OnError::Deny`](crate::OnError::Deny)
+    /// and [`PluginOutcome::Continue`] for
+    /// [`OnError::Continue`](crate::OnError::Continue).
+    ///
+    /// The default runs nothing and continues, so contexts without a plugin
+    /// host keep compiling.
+    fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
+        let _ = (plugin, phase);
+        PluginOutcome::Continue
+    }
+}
+
+/// Which part of a plugin [`Context::run_plugin`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PluginPhase {
+    /// `plugin.request(NAME);` in `vcl_recv`: the request headers callback
+    /// (`proxy_on_request_headers`), before the cache lookup.
+    Request,
+    /// `plugin.response(NAME);` in `vcl_backend_response` (the edits are
+    /// stored with the object) or `vcl_deliver` (the edits apply to hits
+    /// too): the response headers callback (`proxy_on_response_headers`).
+    Response,
+}
+
+impl PluginPhase {
+    /// `"request"` or `"response"`, as in `plugin.request(...)`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginPhase::Request => "request",
+            PluginPhase::Response => "response",
+        }
+    }
+}
+
+/// What running a plugin phase ([`Context::run_plugin`]) came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PluginOutcome {
+    /// Go on with the next statement (also what a failed plugin with
+    /// `.on_error = continue` reports).
+    Continue,
+    /// The plugin answered the request itself (`proxy_send_local_response`).
+    /// The sub ends at once with
+    /// [`Action::PluginResponse`](crate::Action::PluginResponse); the runtime
+    /// keeps the local response and sends it as is.
+    LocalResponse { status: u16 },
+    /// The plugin failed and its `.on_error` is `deny`: the sub ends with a
+    /// 503 (`Action::Synth` client side, `Action::Error` backend side).
+    Failed,
 }

@@ -10,8 +10,8 @@ mod context;
 pub(crate) mod testing;
 mod value;
 
-pub use context::{Context, Scope, ValueType, Var};
-pub use value::{BackendId, Value};
+pub use context::{Context, PluginOutcome, PluginPhase, Scope, ValueType, Var};
+pub use value::{BackendId, PluginId, Value};
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -34,15 +34,15 @@ impl Program {
         let Some(i) = self.methods[sub.index()] else {
             return sub.default_action();
         };
-        match self.exec_block(&self.bodies[i], ctx) {
+        match self.exec_block(&self.bodies[i], sub, ctx) {
             Flow::Done(a) => a,
             Flow::Next | Flow::Leave => sub.default_action(),
         }
     }
 
-    fn exec_block(&self, stmts: &[Stmt], ctx: &mut dyn Context) -> Flow {
+    fn exec_block(&self, stmts: &[Stmt], sub: Sub, ctx: &mut dyn Context) -> Flow {
         for s in stmts {
-            match self.exec(s, ctx) {
+            match self.exec(s, sub, ctx) {
                 Flow::Next => {}
                 other => return other,
             }
@@ -50,7 +50,8 @@ impl Program {
         Flow::Next
     }
 
-    fn exec(&self, s: &Stmt, ctx: &mut dyn Context) -> Flow {
+    /// `sub` is the method being run (custom subs run in their caller's).
+    fn exec(&self, s: &Stmt, sub: Sub, ctx: &mut dyn Context) -> Flow {
         match s {
             Stmt::SetVar(v, e) => {
                 let val = self.eval(e, &*ctx).into_owned();
@@ -71,15 +72,15 @@ impl Program {
             Stmt::If(branches, otherwise) => {
                 for (c, body) in branches {
                     if self.eval(c, &*ctx).truthy() {
-                        return self.exec_block(body, ctx);
+                        return self.exec_block(body, sub, ctx);
                     }
                 }
-                return self.exec_block(otherwise, ctx);
+                return self.exec_block(otherwise, sub, ctx);
             }
             Stmt::Return(r) => return Flow::Done(self.ret(r, &*ctx)),
             Stmt::ReturnSub => return Flow::Leave,
             Stmt::Call(i) => {
-                if let Flow::Done(a) = self.exec_block(&self.bodies[*i], ctx) {
+                if let Flow::Done(a) = self.exec_block(&self.bodies[*i], sub, ctx) {
                     return Flow::Done(a);
                 }
             }
@@ -114,9 +115,31 @@ impl Program {
                     let _ = self.eval(e, &*ctx);
                 }
             }
-            Stmt::Block(b) => return self.exec_block(b, ctx),
+            Stmt::Block(b) => return self.exec_block(b, sub, ctx),
+            Stmt::Plugin(id, phase) => match ctx.run_plugin(*id, *phase) {
+                // `.on_error = continue` is the runtime's job: a failed
+                // fail-open plugin comes back as `Continue`.
+                PluginOutcome::Continue => {}
+                PluginOutcome::LocalResponse { .. } => {
+                    return Flow::Done(Action::PluginResponse { plugin: *id });
+                }
+                PluginOutcome::Failed => return Flow::Done(self.plugin_failed(*id, sub)),
+            },
         }
         Flow::Next
+    }
+
+    /// A fail-closed plugin failure: 503, as `return (synth(503, ...))` on
+    /// the client side; on the backend side (where `synth` is not a legal
+    /// action) as `return (error(503, ...))`.
+    fn plugin_failed(&self, id: PluginId, sub: Sub) -> Action {
+        let name = self.plugins.get(id.index()).map_or("?", |p| p.name.as_str());
+        let reason: Arc<str> = Arc::from(format!("plugin {name} failed"));
+        if sub.bit() & crate::sub::mask::BACKEND != 0 {
+            Action::Error { status: 503, reason }
+        } else {
+            Action::Synth { status: 503, reason }
+        }
     }
 
     fn do_ban(&self, s: &str, ctx: &mut dyn Context) -> bool {

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use http::HeaderName;
 
-use super::{BackendId, Context, Scope, Value, Var};
+use super::{BackendId, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, Var};
 use crate::ban::BanExpr;
 
 /// Records every effect a program has. Variables live in a slot per [`Var`];
@@ -22,6 +22,22 @@ pub struct TestContext {
     pub logs: Vec<String>,
     pub unset_vars: Vec<Var>,
     pub sick: Vec<BackendId>,
+    /// Every `run_plugin` call, in order.
+    pub plugin_calls: Vec<(PluginId, PluginPhase)>,
+    /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
+    /// (see [`TestContext::plugin`]). Unscripted calls return `Continue`.
+    pub plugin_script: Vec<PluginScript>,
+}
+
+/// What a scripted plugin phase does in a [`TestContext`]: set headers, then
+/// report `outcome`.
+#[derive(Debug, Clone)]
+pub struct PluginScript {
+    pub plugin: PluginId,
+    pub phase: PluginPhase,
+    pub outcome: PluginOutcome,
+    /// Headers the plugin "sets" before returning (replacing earlier values).
+    pub set_headers: Vec<(Scope, HeaderName, String)>,
 }
 
 impl TestContext {
@@ -59,6 +75,48 @@ impl TestContext {
             .var(Var::BerespGrace, Value::Duration(10.0))
             .var(Var::BerespKeep, Value::Duration(0.0))
             .var(Var::BerespUncacheable, Value::Bool(false))
+    }
+
+    /// Scripts `run_plugin(plugin, phase)` to return `outcome` (every time
+    /// it is called; a later script for the same pair replaces this one).
+    pub fn plugin(mut self, plugin: PluginId, phase: PluginPhase, outcome: PluginOutcome) -> TestContext {
+        match self.script_mut(plugin, phase) {
+            Some(s) => s.outcome = outcome,
+            None => self.plugin_script.push(PluginScript {
+                plugin,
+                phase,
+                outcome,
+                set_headers: Vec::new(),
+            }),
+        }
+        self
+    }
+
+    /// Scripts `run_plugin(plugin, phase)` to set a header (as a proxy-wasm
+    /// plugin writing into the header map would); the outcome stays what
+    /// [`TestContext::plugin`] set, `Continue` by default.
+    pub fn plugin_sets_header(
+        mut self,
+        plugin: PluginId,
+        phase: PluginPhase,
+        scope: Scope,
+        name: &str,
+        value: &str,
+    ) -> TestContext {
+        let name = HeaderName::from_bytes(name.as_bytes()).expect("valid header name");
+        if self.script_mut(plugin, phase).is_none() {
+            self = self.plugin(plugin, phase, PluginOutcome::Continue);
+        }
+        if let Some(s) = self.script_mut(plugin, phase) {
+            s.set_headers.push((scope, name, value.to_string()));
+        }
+        self
+    }
+
+    fn script_mut(&mut self, plugin: PluginId, phase: PluginPhase) -> Option<&mut PluginScript> {
+        self.plugin_script
+            .iter_mut()
+            .find(|s| s.plugin == plugin && s.phase == phase)
     }
 
     pub fn var(mut self, var: Var, value: Value<'static>) -> TestContext {
@@ -180,5 +238,16 @@ impl Context for TestContext {
 
     fn healthy(&self, backend: BackendId) -> bool {
         !self.sick.contains(&backend)
+    }
+
+    fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
+        self.plugin_calls.push((plugin, phase));
+        let Some(script) = self.script_mut(plugin, phase).cloned() else {
+            return PluginOutcome::Continue;
+        };
+        for (scope, name, value) in script.set_headers {
+            self.set_header(scope, &name, value);
+        }
+        script.outcome
     }
 }

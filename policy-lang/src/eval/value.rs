@@ -15,6 +15,16 @@ impl BackendId {
     }
 }
 
+/// Index of a plugin in [`Program::plugins`](crate::Program::plugins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PluginId(pub u32);
+
+impl PluginId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// A VCL value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value<'a> {

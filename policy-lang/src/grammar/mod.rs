@@ -33,6 +33,7 @@ pub(crate) fn describe_rule(rule: &Rule) -> &'static str {
         Rule::backend_decl | Rule::kw_backend => "`backend`",
         Rule::kw_none => "`none`",
         Rule::probe_decl | Rule::kw_probe => "`probe`",
+        Rule::plugin_decl | Rule::kw_plugin => "`plugin`",
         Rule::acl_decl | Rule::kw_acl => "`acl`",
         Rule::sub_decl | Rule::kw_sub => "`sub`",
         Rule::attribute_block => "`{`",

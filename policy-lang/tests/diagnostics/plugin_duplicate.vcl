@@ -1,0 +1,15 @@
+vcl 4.1;
+
+backend default { .host = "127.0.0.1"; }
+
+plugin auth {
+    .path = "plugins/auth.wasm";
+}
+
+plugin auth {
+    .path = "plugins/auth-v2.wasm";
+}
+
+sub vcl_recv {
+    plugin.request(auth);
+}
