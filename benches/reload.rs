@@ -32,7 +32,9 @@ async fn origin() -> SocketAddr {
             tokio::spawn(async move {
                 let service = service_fn(|_request| async {
                     let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
-                    response.headers_mut().insert("cache-control", "no-store".parse().expect("valid"));
+                    response
+                        .headers_mut()
+                        .insert("cache-control", "no-store".parse().expect("valid"));
                     Ok::<_, Infallible>(response)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -70,7 +72,9 @@ fn policy(origin: SocketAddr, marker: &str) -> String {
             i + 1
         ));
     }
-    s.push_str(&format!("}}\nsub vcl_deliver {{\n    set resp.http.X-Policy = \"{marker}\";\n}}\n"));
+    s.push_str(&format!(
+        "}}\nsub vcl_deliver {{\n    set resp.http.X-Policy = \"{marker}\";\n}}\n"
+    ));
     s
 }
 
@@ -81,10 +85,16 @@ fn rename_over(path: &Path, text: &str) {
 }
 
 async fn marker(sender: &mut SendRequest<Empty<Bytes>>, proxy: SocketAddr) -> String {
-    let request = Request::get("/page").header("host", proxy.to_string()).body(Empty::new()).expect("request");
+    let request = Request::get("/page")
+        .header("host", proxy.to_string())
+        .body(Empty::new())
+        .expect("request");
     sender.ready().await.expect("ready");
     let response = sender.send_request(request).await.expect("response");
-    let marker = response.headers().get("x-policy").map_or(String::new(), |v| v.to_str().unwrap().to_string());
+    let marker = response
+        .headers()
+        .get("x-policy")
+        .map_or(String::new(), |v| v.to_str().unwrap().to_string());
     response.into_body().collect().await.expect("body");
     marker
 }
@@ -111,15 +121,27 @@ async fn setup() -> Setup {
     };
     let running = edgecache_runtime::start(config).await.expect("start edgecache");
     let proxy = running.listen_addrs()[0];
-    Setup { running, origin, proxy, path, _dir: dir }
+    Setup {
+        running,
+        origin,
+        proxy,
+        path,
+        _dir: dir,
+    }
 }
 
 fn reload(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let setup = runtime.block_on(setup());
     let mut sender = runtime.block_on(async {
         let stream = TcpStream::connect(setup.proxy).await.expect("connect");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
         tokio::spawn(connection);
         sender
     });
@@ -127,7 +149,8 @@ fn reload(c: &mut Criterion) {
     group.sample_size(20);
 
     group.bench_function("api", |b| {
-        b.to_async(&runtime).iter(|| async { setup.running.reload().await.expect("reloads") })
+        b.to_async(&runtime)
+            .iter(|| async { setup.running.reload().await.expect("reloads") })
     });
 
     let mut next = 1u64;
@@ -146,7 +169,10 @@ fn reload(c: &mut Criterion) {
                     let started = Instant::now();
                     rename_over(&setup.path, &text);
                     while marker(&mut sender, setup.proxy).await != wanted {
-                        assert!(started.elapsed() < Duration::from_secs(10), "the change was never served");
+                        assert!(
+                            started.elapsed() < Duration::from_secs(10),
+                            "the change was never served"
+                        );
                     }
                     total += started.elapsed();
                 }

@@ -33,6 +33,51 @@ enum Command {
         #[arg(short = 'a', long = "listen", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
     },
+    /// Talk to a running edgecache's admin API: status, stats, metrics, backends, purge, ban, reload.
+    Admin(AdminArgs),
+}
+
+/// The default admin API address (`-T`), as varnishd's.
+const DEFAULT_ADMIN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 6082);
+
+#[derive(Args)]
+struct AdminArgs {
+    /// Admin API address of the running edgecache.
+    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT", default_value_t = DEFAULT_ADMIN)]
+    address: SocketAddr,
+    /// File holding the bearer token, when the server requires one.
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    #[command(subcommand)]
+    action: AdminAction,
+}
+
+#[derive(Subcommand)]
+enum AdminAction {
+    /// Version, uptime, active policy (path, hash, loaded at, generation), last reload error.
+    Status,
+    /// Counters as JSON.
+    Stats,
+    /// Counters in the Prometheus text format.
+    Metrics,
+    /// Backends of the active version with their counters.
+    Backends,
+    /// Remove every variant of a URL (the default cache key: Host + URL).
+    Purge {
+        /// `/path?query` (with --host) or `http://host/path?query`.
+        url: String,
+        /// Host the URL was requested with (as in the client's Host header).
+        #[arg(long)]
+        host: Option<String>,
+    },
+    /// Ban objects matching a VCL ban expression, e.g. 'req.url ~ "^/news/"'.
+    Ban {
+        /// The expression; several words are joined with spaces.
+        #[arg(required = true, num_args = 1.., value_name = "EXPR")]
+        expr: Vec<String>,
+    },
+    /// Reload the policy now; prints the new generation or the diagnostics.
+    Reload,
 }
 
 #[derive(Args)]
@@ -95,6 +140,28 @@ struct ServeArgs {
     /// Access log format.
     #[arg(long, value_enum)]
     log_format: Option<LogFormatArg>,
+    /// Admin API address, or `off`. Default 127.0.0.1:6082.
+    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT|off", value_parser = parse_admin_listen)]
+    admin_listen: Option<AdminListen>,
+    /// File holding the admin API's bearer token; required when -T is not a loopback address.
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// Do not reload when the policy file or its includes change (SIGHUP and POST /reload still do).
+    #[arg(long)]
+    no_watch: bool,
+}
+
+/// `-T`: an address, or `off`.
+#[derive(Clone, Copy)]
+struct AdminListen(Option<SocketAddr>);
+
+fn parse_admin_listen(text: &str) -> Result<AdminListen, String> {
+    if text == "off" {
+        return Ok(AdminListen(None));
+    }
+    text.parse()
+        .map(|address| AdminListen(Some(address)))
+        .map_err(|_| format!("`{text}` is not IP:PORT or `off`"))
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -105,7 +172,10 @@ enum LogFormatArg {
 
 impl ServeArgs {
     fn into_config(self) -> Result<Config, ConfigError> {
-        let mut config = Config::default();
+        let mut config = Config {
+            admin_listen: Some(DEFAULT_ADMIN),
+            ..Config::default()
+        };
         if let Some(path) = &self.config {
             let base = path.parent().unwrap_or_else(|| std::path::Path::new("."));
             FileConfig::read(path)?.apply(&mut config, base)?;
@@ -147,6 +217,14 @@ impl ServeArgs {
                 LogFormatArg::Json => LogFormat::Json,
             }),
         );
+        set(
+            &mut config.admin_listen,
+            self.admin_listen.map(|AdminListen(address)| address),
+        );
+        set(&mut config.admin_token_file, self.admin_token_file.map(Some));
+        if self.no_watch {
+            config.watch_policy = false;
+        }
         config.validate()?;
         Ok(config)
     }
@@ -163,6 +241,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Demo { listen }) => demo(listen),
         Some(Command::Check { files }) => check(&files),
+        Some(Command::Admin(args)) => admin(args),
         None => serve(cli.serve),
     }
 }
@@ -210,6 +289,54 @@ fn check(files: &[PathBuf]) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `edgecache admin ...`: one call to the admin API; prints the answer, exits 1 when it is an
+/// error (printed on stderr).
+fn admin(args: AdminArgs) -> ExitCode {
+    use edgecache_runtime::admin::client::{call_blocking, encode_query_value};
+    let token = match &args.token_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(token) => Some(token.trim().to_string()),
+            Err(error) => {
+                eprintln!("edgecache admin: cannot read {}: {error}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let (method, target, body) = match args.action {
+        AdminAction::Status => ("GET", "/status".to_string(), String::new()),
+        AdminAction::Stats => ("GET", "/stats".to_string(), String::new()),
+        AdminAction::Metrics => ("GET", "/metrics".to_string(), String::new()),
+        AdminAction::Backends => ("GET", "/backends".to_string(), String::new()),
+        AdminAction::Purge { url, host } => {
+            let mut target = format!("/purge?url={}", encode_query_value(&url));
+            if let Some(host) = host {
+                target.push_str(&format!("&host={}", encode_query_value(&host)));
+            }
+            ("POST", target, String::new())
+        }
+        AdminAction::Ban { expr } => ("POST", "/ban".to_string(), expr.join(" ")),
+        AdminAction::Reload => ("POST", "/reload".to_string(), String::new()),
+    };
+    match call_blocking(args.address, token.as_deref(), method, &target, body) {
+        Ok(reply) if reply.is_success() => {
+            print!("{}", reply.body);
+            ExitCode::SUCCESS
+        }
+        Ok(reply) => {
+            eprint!(
+                "edgecache admin: {method} {target}: {}\n{}",
+                reply.status, reply.body
+            );
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("edgecache admin: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -183,3 +183,31 @@ async fn query_is_part_of_the_key() {
     assert_eq!(again.body, "a=1");
     assert_eq!(origin.requests(), 2);
 }
+
+/// RFC 9111 §3.5 would let a shared cache store an authorized response marked `public`;
+/// edgecache's builtin `vcl_recv` passes every request with credentials, as Varnish's does.
+#[tokio::test]
+async fn requests_with_authorization_are_passed_even_for_public_responses() {
+    let origin = Origin::start(|request| {
+        let who = request
+            .headers()
+            .get("authorization")
+            .map_or("anonymous", |v| v.to_str().unwrap());
+        OriginReply::ok(format!("for {who}")).cache_control("public, max-age=60")
+    })
+    .await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let alice = get(addr, "/public", &[("authorization", "Bearer alice")]).await;
+    assert_eq!(
+        (alice.cache(), alice.text().as_str()),
+        ("PASS", "for Bearer alice")
+    );
+    let bob = get(addr, "/public", &[("authorization", "Bearer bob")]).await;
+    assert_eq!((bob.cache(), bob.text().as_str()), ("PASS", "for Bearer bob"));
+    assert_eq!(origin.requests(), 2);
+    assert_eq!(
+        proxy.cache_usage().keys,
+        0,
+        "nothing stored from requests with credentials"
+    );
+}

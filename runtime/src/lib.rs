@@ -10,9 +10,14 @@
 //!
 //! [`start`] binds the listeners and returns a [`Running`] server (tests bind port 0 and read
 //! [`Running::listen_addrs`]); [`run`] does the same on its own tokio runtime and stops on
-//! SIGINT/SIGTERM.
+//! SIGINT/SIGTERM, and reloads on SIGHUP.
+//!
+//! Around the request path: `reload` watches the policy files and swaps in a new version when
+//! they change (also on SIGHUP and `POST /reload`); `admin` serves the operator's API (status,
+//! stats, Prometheus metrics, purge, ban, reload) on its own listener ([`Running::admin_addr`]).
 #![forbid(unsafe_code)]
 
+pub mod admin;
 mod backend;
 mod cache;
 pub mod config;
@@ -21,6 +26,7 @@ pub mod logging;
 pub mod plugin;
 pub mod policy;
 mod proxy;
+mod reload;
 mod server;
 pub mod stats;
 pub mod version;
@@ -32,6 +38,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{Config, ConfigError};
+pub use reload::{ReloadFailure, ReloadStatus, Trigger};
 
 /// Why edgecache could not start.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +56,8 @@ pub enum StartError {
     Policy { path: String, rendered: String },
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("admin API: {0}")]
+    Admin(String),
 }
 
 /// A snapshot of cache occupancy.
@@ -70,8 +79,12 @@ pub struct VersionInfo {
 pub struct Running {
     listen_addrs: Vec<SocketAddr>,
     shared: Arc<proxy::Shared>,
+    reloader: Arc<reload::Reloader>,
+    admin_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     done: JoinHandle<()>,
+    /// The watcher, the admin listener and the ban trimmer; each ends when `stop` turns true.
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Running {
@@ -91,13 +104,35 @@ impl Running {
     /// The configuration version serving new requests.
     pub fn active_version(&self) -> VersionInfo {
         let version = self.shared.active.load();
-        VersionInfo { generation: version.generation, policy: version.source.clone() }
+        VersionInfo {
+            generation: version.generation,
+            policy: version.source.clone(),
+        }
+    }
+
+    /// The bound address of the admin API, when `Config::admin_listen` is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Loads the configuration again now and swaps it in if it loaded (as SIGHUP does).
+    /// Returns the new generation, or the failure (the previous version keeps serving).
+    pub async fn reload(&self) -> Result<u64, ReloadFailure> {
+        self.reloader.reload(Trigger::Api).await
+    }
+
+    /// How reloads went so far: counts, the active policy's hash, the last failure.
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reloader.status()
     }
 
     /// Stops accepting, lets requests in flight finish (bounded by `shutdown_grace`), returns.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.done.await;
+        for task in self.tasks {
+            let _ = task.await;
+        }
     }
 }
 
@@ -112,8 +147,46 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .iter()
         .map(|listener| listener.local_addr().expect("a bound listener has an address"))
         .collect();
-    let shared = Arc::new(proxy::Shared::new(&config, version));
+    let started = std::time::Instant::now();
+    // Request durations for /metrics; the proxy records into it (see admin::metrics).
+    let latency = admin::metrics::RequestLatency::default();
+    let shared = Arc::new(proxy::Shared::new(&config, version, latency.clone()));
+    let reloader = Arc::new(reload::Reloader::new(&config, shared.clone()));
     let (stop, stopped) = watch::channel(false);
+    let mut tasks = vec![admin::spawn_ban_trimmer(shared.clone(), stopped.clone())];
+    let mut watching = false;
+    if config.watch_policy && config.policy.is_some() {
+        match reload::spawn_watcher(reloader.clone(), stopped.clone()) {
+            Ok(task) => {
+                tasks.push(task);
+                watching = true;
+            }
+            Err(error) => {
+                tracing::error!(%error, "policy files are not watched; reload with SIGHUP or POST /reload")
+            }
+        }
+    }
+    let admin_addr = match config.admin_listen {
+        Some(address) => {
+            let state = admin::State {
+                shared: shared.clone(),
+                reloader: reloader.clone(),
+                started,
+                latency,
+                watching,
+            };
+            let (bound, task) = admin::start(
+                address,
+                config.admin_token_file.as_deref(),
+                state,
+                stopped.clone(),
+            )
+            .await?;
+            tasks.push(task);
+            Some(bound)
+        }
+        None => None,
+    };
     let done = tokio::spawn(server::serve(
         listeners,
         shared.clone(),
@@ -123,8 +196,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     Ok(Running {
         listen_addrs,
         shared,
+        reloader,
+        admin_addr,
         stop,
         done,
+        tasks,
     })
 }
 
@@ -166,9 +242,22 @@ async fn serve_until_signal(
     config: Config,
     on_started: impl FnOnce(&[SocketAddr]),
 ) -> Result<(), StartError> {
+    use tokio::signal::unix::{signal, SignalKind};
     let running = start(config).await?;
     on_started(running.listen_addrs());
-    wait_for_signal().await;
+    let mut hangup = signal(SignalKind::hangup()).expect("installing a SIGHUP handler");
+    let stop = wait_for_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: reloading");
+                // The outcome is logged by the reloader; a failure keeps the old version.
+                let _ = running.reloader.reload(Trigger::Signal).await;
+            }
+        }
+    }
     tracing::info!("shutting down: finishing requests in flight");
     running.shutdown().await;
     Ok(())

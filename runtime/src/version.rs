@@ -42,25 +42,38 @@ impl Version {
                     path: path.display().to_string(),
                     rendered: diagnostics.render(),
                 })?;
-                let source =
-                    PolicySource { path: path.clone(), files: program.sources().to_vec(), loaded_at: SystemTime::now() };
+                let source = PolicySource {
+                    path: path.clone(),
+                    files: program.sources().to_vec(),
+                    loaded_at: SystemTime::now(),
+                };
                 (Some(program), Some(source))
             }
             None => (None, None),
         };
         let backends = backends(config, policy.as_ref(), previous)?;
-        Ok(Version { policy, backends, generation, source })
+        Ok(Version {
+            policy,
+            backends,
+            generation,
+            source,
+        })
     }
 
     /// The backend used when the policy picks none.
     pub fn default_backend(&self) -> &Backend {
-        let index = self.policy.as_ref().and_then(Program::default_backend).map_or(0, BackendId::index);
+        let index = self
+            .policy
+            .as_ref()
+            .and_then(Program::default_backend)
+            .map_or(0, BackendId::index);
         self.backends.get(index).unwrap_or(&self.backends[0])
     }
 
     /// The backend `req.backend_hint` names, or the default.
     pub fn backend_for(&self, hint: Option<BackendId>) -> &Backend {
-        hint.and_then(|id| self.backends.get(id.index())).unwrap_or_else(|| self.default_backend())
+        hint.and_then(|id| self.backends.get(id.index()))
+            .unwrap_or_else(|| self.default_backend())
     }
 
     /// The policy, when it defines `sub` itself (the builtin alone needs no run there).
@@ -70,23 +83,29 @@ impl Version {
 }
 
 /// The origins: those the policy declares, or the `-b` one when it declares none.
-fn backends(config: &Config, policy: Option<&Program>, previous: Option<&Version>) -> Result<Vec<Backend>, StartError> {
+fn backends(
+    config: &Config,
+    policy: Option<&Program>,
+    previous: Option<&Version>,
+) -> Result<Vec<Backend>, StartError> {
     let reuse = |name: &str, address: &str, timeouts: BackendTimeouts| -> Result<Backend, StartError> {
         let kept = previous
             .into_iter()
             .flat_map(|version| version.backends.iter())
-            .find(|backend| backend.name() == name && backend.address() == address && backend.timeouts() == timeouts);
+            .find(|backend| {
+                backend.name() == name && backend.address() == address && backend.timeouts() == timeouts
+            });
         match kept {
             Some(backend) => Ok(backend.clone()),
-            None => Backend::new(name, address, timeouts).map_err(|error| StartError::Backend(format!("{name}: {error}"))),
+            None => Backend::new(name, address, timeouts)
+                .map_err(|error| StartError::Backend(format!("{name}: {error}"))),
         }
     };
     let declared = policy.map_or(&[][..], Program::backends);
     if declared.is_empty() {
-        let address = config
-            .backend
-            .as_deref()
-            .ok_or_else(|| StartError::Backend("no backend given (-b HOST:PORT) and the policy declares none".into()))?;
+        let address = config.backend.as_deref().ok_or_else(|| {
+            StartError::Backend("no backend given (-b HOST:PORT) and the policy declares none".into())
+        })?;
         return Ok(vec![reuse("default", address, config.timeouts)?]);
     }
     declared
@@ -95,7 +114,9 @@ fn backends(config: &Config, policy: Option<&Program>, previous: Option<&Version
             let timeouts = BackendTimeouts {
                 connect: decl.connect_timeout.unwrap_or(config.timeouts.connect),
                 first_byte: decl.first_byte_timeout.unwrap_or(config.timeouts.first_byte),
-                between_bytes: decl.between_bytes_timeout.unwrap_or(config.timeouts.between_bytes),
+                between_bytes: decl
+                    .between_bytes_timeout
+                    .unwrap_or(config.timeouts.between_bytes),
             };
             reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), timeouts)
         })

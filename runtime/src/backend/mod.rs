@@ -114,7 +114,12 @@ impl Backend {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => return Err(self.failed(BackendError::from_client(self, error))),
             Err(_) => {
-                let error = BackendError::new(self, Stage::FirstByte, FailureKind::Timeout, "no response head in time");
+                let error = BackendError::new(
+                    self,
+                    Stage::FirstByte,
+                    FailureKind::Timeout,
+                    "no response head in time",
+                );
                 return Err(self.failed(error));
             }
         };

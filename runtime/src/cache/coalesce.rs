@@ -152,7 +152,9 @@ pub struct Waiter {
 impl Waiter {
     /// The leader's outcome, or `Failed` when it does not come within `limit`.
     pub async fn outcome(mut self, limit: Duration, stats: &Stats) -> FetchOutcome {
-        stats.coalesced_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .coalesced_waits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wait = self.slot.wait_for(Option::is_some);
         match tokio::time::timeout(limit, wait).await {
             Ok(Ok(outcome)) => outcome.clone().unwrap_or(FetchOutcome::Failed),

@@ -19,6 +19,9 @@
 //! ignore_request_cache_control = false
 //! targeted_cache_control = "CDN-Cache-Control"   # "" disables
 //! log_format = "compact"   # or "json"
+//! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
+//! admin_token_file = "admin.token"  # required when admin_listen is not loopback
+//! watch = true                      # reload when the policy or an include changes
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -69,6 +72,9 @@ pub struct FileConfig {
     ignore_request_cache_control: Option<bool>,
     targeted_cache_control: Option<String>,
     log_format: Option<String>,
+    admin_listen: Option<String>,
+    admin_token_file: Option<PathBuf>,
+    watch: Option<bool>,
 }
 
 impl FileConfig {
@@ -213,6 +219,24 @@ impl FileConfig {
         }
         if let Some(store) = self.store_set_cookie {
             config.store_set_cookie = store;
+        }
+        if let Some(admin) = self.admin_listen {
+            config.admin_listen = match admin.as_str() {
+                "off" | "" => None,
+                addr => Some(addr.parse().map_err(|_| {
+                    ConfigError::new(
+                        "admin_listen",
+                        format!("`{addr}` is not an address"),
+                        "IP:PORT, e.g. \"127.0.0.1:6082\", or \"off\"",
+                    )
+                })?),
+            };
+        }
+        if let Some(token_file) = self.admin_token_file {
+            config.admin_token_file = Some(base_dir.join(token_file));
+        }
+        if let Some(watch) = self.watch {
+            config.watch_policy = watch;
         }
         if let Some(format) = self.log_format {
             config.log_format = match format.as_str() {

@@ -112,6 +112,16 @@ pub struct Config {
     pub targeted_cache_control: Option<HeaderName>,
     /// Access log format.
     pub log_format: LogFormat,
+    /// Address of the admin API (`-T`); `None` disables it. `Config::default()` leaves it off so
+    /// embedded and test servers open no second port; the `edgecache` binary defaults to
+    /// `127.0.0.1:6082`, as varnishd's `-T` does.
+    pub admin_listen: Option<SocketAddr>,
+    /// File holding the admin API's bearer token (`--admin-token-file`). Required when
+    /// `admin_listen` is not a loopback address; when given, every admin request must carry it.
+    pub admin_token_file: Option<PathBuf>,
+    /// Reload when the policy file or a file it includes changes. Default true (`--no-watch`
+    /// turns it off; SIGHUP and `POST /reload` still reload).
+    pub watch_policy: bool,
 }
 
 impl Default for Config {
@@ -139,6 +149,9 @@ impl Default for Config {
             ignore_request_cache_control: false,
             targeted_cache_control: Some(HeaderName::from_static("cdn-cache-control")),
             log_format: LogFormat::Compact,
+            admin_listen: None,
+            admin_token_file: None,
+            watch_policy: true,
         }
     }
 }
@@ -169,6 +182,16 @@ impl Config {
                 ),
                 "a size no larger than -s",
             ));
+        }
+        if let Some(admin) = self.admin_listen {
+            if !admin.ip().to_canonical().is_loopback() && self.admin_token_file.is_none() {
+                return Err(ConfigError::new(
+                    "admin_listen (-T)",
+                    format!("{admin} is not a loopback address and no admin token file was given"),
+                    "a loopback address such as 127.0.0.1:6082, \
+                     or --admin-token-file FILE to require a bearer token",
+                ));
+            }
         }
         Ok(())
     }

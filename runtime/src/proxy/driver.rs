@@ -53,16 +53,21 @@ pub(crate) async fn handle(
         None => route(&shared, &version, client, request).await,
     };
     if version.policy.is_none() {
-        response.headers_mut().insert(&shared.cache_status_header, HeaderValue::from_static(cache.as_str()));
+        response.headers_mut().insert(
+            &shared.cache_status_header,
+            HeaderValue::from_static(cache.as_str()),
+        );
     }
     shared.stats.record(cache);
+    let elapsed = started.elapsed();
+    shared.latency.observe_request(elapsed.as_secs_f64());
     access_log::record(AccessRecord {
         method: &method,
         uri: &uri,
         status: response.status(),
         cache,
         bytes: http_body::Body::size_hint(response.body()).exact(),
-        duration: started.elapsed(),
+        duration: elapsed,
         backend: (cache != CacheState::Hit && cache != CacheState::Synth)
             .then(|| version.default_backend().name()),
         client: client.ip(),
@@ -73,7 +78,6 @@ pub(crate) async fn handle(
 fn streamed(body: Incoming) -> OutgoingBody {
     body.map_err(Into::into).boxed_unsync()
 }
-
 
 // === the builtin behaviour, natively ===
 
@@ -184,7 +188,10 @@ async fn lookup(
                         ignore_request,
                     );
                     grant.map(|_| {
-                        fetch::refresh_in_background(shared, version, backend,
+                        fetch::refresh_in_background(
+                            shared,
+                            version,
+                            backend,
                             client,
                             request,
                             key.clone(),
@@ -208,13 +215,26 @@ async fn lookup(
         }
         if wanted.only_if_cached && !ignore_request {
             let detail = "only-if-cached: no stored response can be used";
-            return Ok((synth::plain(StatusCode::GATEWAY_TIMEOUT, detail), CacheState::Synth));
+            return Ok((
+                synth::plain(StatusCode::GATEWAY_TIMEOUT, detail),
+                CacheState::Synth,
+            ));
         }
         if shared.coalescer.is_hit_for_pass(&key) {
             if let Some(action) = hooks.miss() {
                 return Err(action);
             }
-            return Ok(fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await);
+            return Ok(fetch::miss(
+                shared,
+                version,
+                backend,
+                client,
+                request.clone(),
+                key,
+                None,
+                stored,
+            )
+            .await);
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
@@ -222,7 +242,9 @@ async fn lookup(
                     return Err(action);
                 }
                 let parts = request.clone();
-                return Ok(fetch::miss(shared, version, backend, client, parts, key, Some(leader), stored).await);
+                return Ok(
+                    fetch::miss(shared, version, backend, client, parts, key, Some(leader), stored).await,
+                );
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
                 FetchOutcome::Streaming { head, rule, body } => {
@@ -234,7 +256,8 @@ async fn lookup(
                     }
                 }
                 FetchOutcome::Uncacheable => {
-                    let response = fetch::pass(shared, version, backend, client, request, fetch::empty_body()).await;
+                    let response =
+                        fetch::pass(shared, version, backend, client, request, fetch::empty_body()).await;
                     return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
@@ -242,7 +265,17 @@ async fn lookup(
         }
     }
     let stored = shared.store.lookup(&key, &request.headers);
-    Ok(fetch::miss(shared, version, backend, client, request.clone(), key, None, stored).await)
+    Ok(fetch::miss(
+        shared,
+        version,
+        backend,
+        client,
+        request.clone(),
+        key,
+        None,
+        stored,
+    )
+    .await)
 }
 
 /// A lookup's result: a response, or the policy's `vcl_hit` / `vcl_miss` sending the request
@@ -322,7 +355,10 @@ async fn vcl_route(
                         Ok(fetch::miss(shared, version, backend, client, request, key, None, None).await)
                     } else if program.has_sub(Sub::Hit) || program.has_sub(Sub::Miss) {
                         let request = session.req.clone();
-                        let mut hooks = VclHooks { program, session: &mut session };
+                        let mut hooks = VclHooks {
+                            program,
+                            session: &mut session,
+                        };
                         lookup(shared, version, backend, client, &request, key, &mut hooks).await
                     } else {
                         lookup(shared, version, backend, client, &session.req, key, &mut Builtin).await
@@ -342,7 +378,8 @@ async fn vcl_route(
                     }
                     let backend = version.backend_for(session.backend_hint);
                     let outgoing = body.take().map_or_else(fetch::empty_body, streamed);
-                    let response = fetch::pass(shared, version, backend, client, &session.req, outgoing).await;
+                    let response =
+                        fetch::pass(shared, version, backend, client, &session.req, outgoing).await;
                     break Ok((response, CacheState::Pass));
                 }
                 Action::Purge => {
@@ -357,10 +394,16 @@ async fn vcl_route(
                 Action::Synth { status, reason } => break Err((status, Some(reason.to_string()))),
                 Action::Restart => break Err((0, None)),
                 Action::Fail { reason } => {
-                    break Err((503, Some(reason.map_or("VCL failed".to_string(), |r| r.to_string()))))
+                    break Err((
+                        503,
+                        Some(reason.map_or("VCL failed".to_string(), |r| r.to_string())),
+                    ))
                 }
                 other => {
-                    let detail = format!("the policy returned {} here, which edgecache cannot do", other.name());
+                    let detail = format!(
+                        "the policy returned {} here, which edgecache cannot do",
+                        other.name()
+                    );
                     break Err((503, Some(detail)));
                 }
             }
@@ -384,11 +427,16 @@ async fn vcl_route(
                 // As Varnish: past max_restarts the request ends in vcl_synth with a 503; a
                 // vcl_synth that restarts again gets the plain error.
                 let reason = Some(format!("Too many restarts (max_restarts is {MAX_RESTARTS})"));
-                if let Deliver::Done(response, state) = vcl_synth(program, &mut session, 503, reason, status_header) {
+                if let Deliver::Done(response, state) =
+                    vcl_synth(program, &mut session, 503, reason, status_header)
+                {
                     return (response, state);
                 }
                 let detail = format!("too many restarts (max_restarts is {MAX_RESTARTS})");
-                return (synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail), CacheState::Synth);
+                return (
+                    synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail),
+                    CacheState::Synth,
+                );
             }
         }
     }
@@ -416,12 +464,17 @@ fn vcl_deliver(
     status_header: &http::HeaderName,
 ) -> Deliver {
     // Set before vcl_deliver runs, so the policy can read, rename or remove it.
-    response.headers_mut().insert(status_header, HeaderValue::from_static(state.as_str()));
+    response
+        .headers_mut()
+        .insert(status_header, HeaderValue::from_static(state.as_str()));
     if !program.has_sub(Sub::Deliver) {
         return Deliver::Done(response, state);
     }
     let (mut parts, body) = response.into_parts();
-    session.obj_hits = parts.extensions.get::<respond::ObjHits>().map_or(0, |hits| hits.0);
+    session.obj_hits = parts
+        .extensions
+        .get::<respond::ObjHits>()
+        .map_or(0, |hits| hits.0);
     session.resp = Some(ClientResponse {
         status: parts.status,
         reason: None,
@@ -451,8 +504,15 @@ fn vcl_synth(
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     session.synthetic = None;
     let mut headers = http::HeaderMap::new();
-    headers.insert(status_header, HeaderValue::from_static(CacheState::Synth.as_str()));
-    session.resp = Some(ClientResponse { status, reason, headers });
+    headers.insert(
+        status_header,
+        HeaderValue::from_static(CacheState::Synth.as_str()),
+    );
+    session.resp = Some(ClientResponse {
+        status,
+        reason,
+        headers,
+    });
     let action = program.run(Sub::Synth, session);
     let resp = session.resp.take().expect("set above");
     if action == Action::Restart {

@@ -15,7 +15,6 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::oneshot;
 
 use super::vcl::BackendSession;
-use crate::version::Version;
 use super::{headers, respond, synth, Shared};
 use crate::backend::{Backend, BackendError, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
@@ -27,6 +26,7 @@ use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
 use crate::cache::rules::{self, age, conditional, freshness, invalidate, storable};
 use crate::cache::state::CacheState;
+use crate::version::Version;
 use policy_lang::{Program, Sub};
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
@@ -82,7 +82,12 @@ fn relay(
 
 /// The answer to a failed origin exchange: `vcl_backend_error`'s page when the policy defines
 /// that sub, else 502/503/504 with a short body naming the backend and the cause.
-fn failure(version: &Version, backend: &Backend, request: &Parts, error: &BackendError) -> Response<ProxyBody> {
+fn failure(
+    version: &Version,
+    backend: &Backend,
+    request: &Parts,
+    error: &BackendError,
+) -> Response<ProxyBody> {
     tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
     let Some(program) = version.policy_defining(Sub::BackendError) else {
         return synth::backend_failure(error);
@@ -377,13 +382,18 @@ impl FetchTask {
         let mut response = self.backend.send(bereq).await;
         let unmatched_304 = response.as_ref().is_ok_and(|response| {
             response.status() == StatusCode::NOT_MODIFIED
-                && self.stale.as_ref().is_some_and(|stale| !conditional::validates_stored(&stale.head.headers, response.headers()))
+                && self.stale.as_ref().is_some_and(|stale| {
+                    !conditional::validates_stored(&stale.head.headers, response.headers())
+                })
         });
         if unmatched_304 {
             // RFC 9111 §4.3.3: a 304 that selects no stored response; ask again without
             // conditions rather than relay a 304 to a client that did not ask for one.
             request_time = SystemTime::now();
-            response = self.backend.send(fill_request(&self.request, self.client, None)).await;
+            response = self
+                .backend
+                .send(fill_request(&self.request, self.client, None))
+                .await;
         }
         let response = match response {
             Ok(response) => response,
@@ -553,7 +563,8 @@ impl FetchTask {
         // stale window the response grants itself (configured grace alone does not count: it
         // would serialise every request for a URL that is never fresh behind one fetch).
         let stale_window = !directives.forbids_stale()
-            && (directives.stale_while_revalidate.unwrap_or(0) > 0 || directives.stale_if_error.unwrap_or(0) > 0);
+            && (directives.stale_while_revalidate.unwrap_or(0) > 0
+                || directives.stale_if_error.unwrap_or(0) > 0);
         if ttl <= initial_age && !has_validator && !stale_window {
             return Err("no freshness left, nothing to revalidate with, no stale window");
         }

@@ -17,13 +17,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use parking_lot::RwLock;
 use arc_swap::ArcSwap;
+use parking_lot::RwLock;
 use policy_lang::{BanContext, BanExpr};
 
 use http::HeaderName;
 use ipnet::IpNet;
 
+use crate::admin::metrics::RequestLatency;
 use crate::cache::coalesce::Coalescer;
 use crate::cache::key::CacheKey;
 use crate::cache::object::CachedObject;
@@ -82,6 +83,8 @@ pub(crate) struct Shared {
     /// The configuration version new requests start on.
     pub active: ArcSwap<Version>,
     pub stats: Arc<Stats>,
+    /// Request durations for `/metrics`.
+    pub latency: RequestLatency,
     bans: RwLock<Vec<Ban>>,
     pub store: Store,
     pub coalescer: Coalescer,
@@ -98,11 +101,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: &Config, version: Version) -> Shared {
+    pub fn new(config: &Config, version: Version, latency: RequestLatency) -> Shared {
         let stats = Arc::new(Stats::default());
         Shared {
             active: ArcSwap::from_pointee(version),
             stats: stats.clone(),
+            latency,
             bans: RwLock::default(),
             store: Store::new(config.cache_size, stats.clone()),
             coalescer: Coalescer::new(config.hit_for_pass_ttl),

@@ -149,15 +149,17 @@ impl Context for ClientSession {
                 Some(object) => Value::Int(object.hits() as i64),
                 None => Value::Int(self.obj_hits as i64),
             },
-            Var::ObjStatus => self.obj.as_ref().map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
+            Var::ObjStatus => self
+                .obj
+                .as_ref()
+                .map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
             Var::ObjTtl => self.obj.as_ref().map_or(Value::Unset, |o| {
                 let age = o.head.age_at(std::time::SystemTime::now());
                 Value::Duration(o.head.ttl.as_secs_f64() - age.as_secs_f64())
             }),
-            Var::ObjAge => self
-                .obj
-                .as_ref()
-                .map_or(Value::Unset, |o| Value::Duration(o.head.age_at(std::time::SystemTime::now()).as_secs_f64())),
+            Var::ObjAge => self.obj.as_ref().map_or(Value::Unset, |o| {
+                Value::Duration(o.head.age_at(std::time::SystemTime::now()).as_secs_f64())
+            }),
             Var::RespStatus => self
                 .resp
                 .as_ref()

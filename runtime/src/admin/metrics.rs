@@ -1,0 +1,228 @@
+//! `GET /metrics`: the counters in the Prometheus text format, through `prometheus-client`.
+//!
+//! The request path keeps plain atomics ([`crate::stats`]); a [`Collector`] reads them at
+//! scrape time, so no value is counted twice and nothing on the request path knows about
+//! Prometheus. The one metric that needs its own storage is the request-duration histogram,
+//! [`RequestLatency`]; the proxy records into it with [`RequestLatency::observe_request`].
+//!
+//! Names (all prefixed `edgecache_`): `requests_total{result}`, `coalesced_waits_total`,
+//! `backend_fetches_total{backend}`, `backend_failures_total{backend}`,
+//! `backend_in_flight{backend}`, `cache_objects`, `cache_bytes`, `cache_evictions_total`,
+//! `bans`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
+//! `request_duration_seconds` (histogram).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::State;
+
+/// Request durations, from the request head received to the response head sent, in seconds.
+/// Cheap to clone (the buckets are shared).
+#[derive(Clone, Debug)]
+pub struct RequestLatency(Histogram);
+
+impl Default for RequestLatency {
+    fn default() -> Self {
+        RequestLatency(Histogram::new([
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]))
+    }
+}
+
+impl RequestLatency {
+    /// Records one request that took `seconds`.
+    pub fn observe_request(&self, seconds: f64) {
+        self.0.observe(seconds);
+    }
+}
+
+/// The registry behind `/metrics`.
+pub(super) fn registry(state: Arc<State>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_with_unit(
+        "edgecache_request_duration",
+        "Time from the request head received to the response head sent",
+        Unit::Seconds,
+        state.latency.0.clone(),
+    );
+    registry.register_collector(Box::new(Counters(state)));
+    registry
+}
+
+/// Encodes the registry: the Prometheus text format 0.0.4, or OpenMetrics when the scraper asks
+/// for it in `Accept`. Returns the body and its content type.
+pub(super) fn encode(registry: &Registry, accept: &str) -> (String, &'static str) {
+    let mut text = String::new();
+    if accept.contains("application/openmetrics-text") {
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("writing to a String");
+        (text, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    } else {
+        prometheus_client::encoding::prometheus_text::encode(&mut text, registry)
+            .expect("writing to a String");
+        (text, prometheus_client::encoding::prometheus_text::CONTENT_TYPE)
+    }
+}
+
+/// Reads the proxy's atomics at scrape time.
+struct Counters(Arc<State>);
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counters")
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: i64) -> Result<(), std::fmt::Error> {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// One metric family with a series per label value.
+fn family<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    label: &'static str,
+    series: impl IntoIterator<Item = (String, M)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+    for (value, metric) in series {
+        let labels = [(label, value)];
+        metric.encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn as_gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl Collector for Counters {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let state = &self.0;
+        let shared = &state.shared;
+        let stats = &shared.stats;
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        family(
+            &mut encoder,
+            "edgecache_requests",
+            "Finished client requests by cache result",
+            MetricType::Counter,
+            "result",
+            [
+                ("hit", &stats.hits),
+                ("miss", &stats.misses),
+                ("pass", &stats.passes),
+                ("stale", &stats.stale),
+                ("revalidated", &stats.revalidated),
+                ("synth", &stats.synth),
+            ]
+            .map(|(result, value)| (result.to_string(), ConstCounter::new(load(value)))),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_coalesced_waits",
+            "Requests that waited on another request's origin fetch of the same object",
+            load(&stats.coalesced_waits),
+        )?;
+        let version = shared.active.load_full();
+        let backends = || {
+            version
+                .backends
+                .iter()
+                .map(|backend| (backend.name().to_string(), backend.stats()))
+        };
+        family(
+            &mut encoder,
+            "edgecache_backend_fetches",
+            "Requests sent to each backend of the active version",
+            MetricType::Counter,
+            "backend",
+            backends().map(|(name, stats)| (name, ConstCounter::new(load(&stats.fetches)))),
+        )?;
+        family(
+            &mut encoder,
+            "edgecache_backend_failures",
+            "Failed requests to each backend (connect, timeout, protocol)",
+            MetricType::Counter,
+            "backend",
+            backends().map(|(name, stats)| (name, ConstCounter::new(load(&stats.failures)))),
+        )?;
+        family(
+            &mut encoder,
+            "edgecache_backend_in_flight",
+            "Requests waiting on each backend now",
+            MetricType::Gauge,
+            "backend",
+            backends().map(|(name, stats)| (name, ConstGauge::new(as_gauge(load(&stats.in_flight))))),
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_cache_objects",
+            "Objects stored (primary keys: the Vary variants of one URL count once)",
+            as_gauge(shared.store.entry_count()),
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_cache_bytes",
+            "Bytes stored (headers and bodies), bounded by the cache size",
+            as_gauge(shared.store.weighted_size()),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_cache_evictions",
+            "Objects dropped to stay under the cache size",
+            load(&stats.evictions),
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_bans",
+            "Bans in the ban list",
+            as_gauge(super::bans::trim(shared) as u64),
+        )?;
+        let reloads = state.reloader.status();
+        family(
+            &mut encoder,
+            "edgecache_reloads",
+            "Reloads by outcome (a failed one keeps the previous version serving)",
+            MetricType::Counter,
+            "outcome",
+            [
+                ("ok".to_string(), ConstCounter::new(reloads.ok)),
+                ("failed".to_string(), ConstCounter::new(reloads.failed)),
+            ],
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_policy_generation",
+            "Generation of the active version (1 at start, +1 per successful reload)",
+            as_gauge(version.generation),
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_uptime_seconds",
+            "Seconds since edgecache started",
+            as_gauge(state.started.elapsed().as_secs()),
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,470 @@
+//! The operator's admin API: HTTP/1.1 on its own listener (`-T`, loopback by default).
+//!
+//! | request | answer |
+//! | --- | --- |
+//! | `GET /status` | JSON: version, uptime, active policy (path, files, sha256, loaded at, generation), reloads, last reload error |
+//! | `GET /stats` | JSON counters: requests by cache result, coalesced waits, cache, bans, reloads, backends |
+//! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
+//! | `GET /backends` | JSON: each backend of the active version with its counters |
+//! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL) |
+//! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`); 400 with the diagnostic if it does not parse |
+//! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
+//!
+//! Successes are JSON; errors are `text/plain` with the message or rendered diagnostics.
+//! With a token file (required when the listener is not loopback), every request must carry
+//! `Authorization: Bearer TOKEN`; the comparison hashes both sides and compares the digests in
+//! constant time, so neither the token nor its length leaks through timing.
+
+mod bans;
+pub mod client;
+pub mod metrics;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use prometheus_client::registry::Registry;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::cache::key::CacheKey;
+use crate::proxy::Shared;
+use crate::reload::{Reloader, Trigger};
+use crate::StartError;
+
+pub(crate) use bans::spawn_trimmer as spawn_ban_trimmer;
+use metrics::RequestLatency;
+
+/// Largest `POST /ban` body.
+const MAX_BODY: usize = 64 * 1024;
+
+/// What the handlers read.
+pub(crate) struct State {
+    pub shared: Arc<Shared>,
+    pub reloader: Arc<Reloader>,
+    pub started: Instant,
+    pub latency: RequestLatency,
+    /// Whether the file watcher runs.
+    pub watching: bool,
+}
+
+struct Admin {
+    state: Arc<State>,
+    registry: Registry,
+    /// sha256 of the bearer token, when one is required.
+    token: Option<[u8; 32]>,
+}
+
+/// Reads the token file (when given), binds `addr` and serves until `stopped` turns true.
+pub(crate) async fn start(
+    addr: SocketAddr,
+    token_file: Option<&Path>,
+    state: State,
+    mut stopped: watch::Receiver<bool>,
+) -> Result<(SocketAddr, JoinHandle<()>), StartError> {
+    let token = token_file.map(read_token).transpose()?;
+    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Bind {
+        address: addr,
+        source,
+    })?;
+    let bound = listener.local_addr().map_err(|source| StartError::Bind {
+        address: addr,
+        source,
+    })?;
+    let state = Arc::new(state);
+    let admin = Arc::new(Admin {
+        registry: metrics::registry(state.clone()),
+        state,
+        token,
+    });
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = stopped.changed() => break,
+                accepted = listener.accept() => {
+                    let Ok((stream, _peer)) = accepted else { continue };
+                    let admin = admin.clone();
+                    connections.spawn(async move {
+                        let service = service_fn(move |request| {
+                            let admin = admin.clone();
+                            async move { Ok::<_, Infallible>(handle(&admin, request).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        connections.abort_all();
+    });
+    tracing::info!(address = %bound, token = admin_token_note(token_file), "admin API listening");
+    Ok((bound, task))
+}
+
+fn admin_token_note(token_file: Option<&Path>) -> &'static str {
+    if token_file.is_some() {
+        "required"
+    } else {
+        "not required (loopback)"
+    }
+}
+
+fn read_token(path: &Path) -> Result<[u8; 32], StartError> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        StartError::Admin(format!(
+            "cannot read the admin token file {}: {error}",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(StartError::Admin(format!(
+            "the admin token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(Sha256::digest(token.as_bytes()).into())
+}
+
+/// Whether the request carries the bearer token whose sha256 is `expected`.
+fn authorized(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
+    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return false;
+    }
+    let given: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+    // Constant time: every byte is compared whatever the earlier ones were.
+    given
+        .iter()
+        .zip(expected)
+        .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+        == 0
+}
+
+// === routing ===
+
+const ROUTES: &[(&str, &str)] = &[
+    ("/status", "GET, HEAD"),
+    ("/stats", "GET, HEAD"),
+    ("/metrics", "GET, HEAD"),
+    ("/backends", "GET, HEAD"),
+    ("/purge", "POST"),
+    ("/ban", "POST"),
+    ("/reload", "POST"),
+];
+
+async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    if let Some(expected) = &admin.token {
+        if !authorized(request.headers(), expected) {
+            let mut response = text(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required: Authorization: Bearer TOKEN\n",
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    let state = &admin.state;
+    let read = request.method() == Method::GET || request.method() == Method::HEAD;
+    let post = request.method() == Method::POST;
+    let path = request.uri().path().to_string();
+    match path.as_str() {
+        "/status" if read => json(StatusCode::OK, status(state)),
+        "/stats" if read => json(StatusCode::OK, stats(state)),
+        "/backends" if read => json(StatusCode::OK, backends(state)),
+        "/metrics" if read => {
+            let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let (body, content_type) = metrics::encode(&admin.registry, accept);
+            let mut response = Response::new(Full::new(Bytes::from(body)));
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            response
+        }
+        "/purge" if post => purge(state, &request),
+        "/ban" if post => ban(state, request).await,
+        "/reload" if post => match state.reloader.reload(Trigger::Admin).await {
+            Ok(generation) => json(StatusCode::OK, json!({ "generation": generation })),
+            Err(failure) => text(StatusCode::UNPROCESSABLE_ENTITY, &with_newline(failure.message)),
+        },
+        _ => match ROUTES.iter().find(|(route, _)| *route == path) {
+            Some((_, allow)) => {
+                let mut response = text(StatusCode::METHOD_NOT_ALLOWED, &format!("{path} accepts {allow}\n"));
+                response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+                response
+            }
+            None => text(
+                StatusCode::NOT_FOUND,
+                "not found; try GET /status, /stats, /metrics, /backends or POST /purge?url=, /ban, /reload\n",
+            ),
+        },
+    }
+}
+
+// === handlers ===
+
+fn status(state: &State) -> Value {
+    let version = state.shared.active.load_full();
+    let reloads = state.reloader.status();
+    let policy = version.source.as_ref().map(|source| {
+        json!({
+            "path": source.path.display().to_string(),
+            "files": source.files,
+            "sha256": reloads.active_sha256,
+            "loaded_at": httpdate::fmt_http_date(source.loaded_at),
+            "loaded_at_unix": unix(source.loaded_at),
+        })
+    });
+    let last_error = reloads.last_error.as_ref().map(|failure| {
+        json!({
+            "at": httpdate::fmt_http_date(failure.at),
+            "at_unix": unix(failure.at),
+            "trigger": failure.trigger.as_str(),
+            "message": failure.message,
+        })
+    });
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_seconds": state.started.elapsed().as_secs_f64(),
+        "generation": version.generation,
+        "policy": policy,
+        "watching": state.watching,
+        "reloads": {
+            "ok": reloads.ok,
+            "failed": reloads.failed,
+            "failing": reloads.failing,
+            "last_error": last_error,
+        },
+    })
+}
+
+fn stats(state: &State) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let shared = &state.shared;
+    let stats = &shared.stats;
+    let reloads = state.reloader.status();
+    json!({
+        "requests": stats.requests.load(Relaxed),
+        "hits": stats.hits.load(Relaxed),
+        "misses": stats.misses.load(Relaxed),
+        "passes": stats.passes.load(Relaxed),
+        "stale": stats.stale.load(Relaxed),
+        "revalidated": stats.revalidated.load(Relaxed),
+        "synth": stats.synth.load(Relaxed),
+        "coalesced_waits": stats.coalesced_waits.load(Relaxed),
+        "cache": {
+            "objects": shared.store.entry_count(),
+            "bytes": shared.store.weighted_size(),
+            "evictions": stats.evictions.load(Relaxed),
+        },
+        "bans": bans::trim(shared),
+        "reloads": { "ok": reloads.ok, "failed": reloads.failed },
+        "backends": backends(state),
+    })
+}
+
+fn backends(state: &State) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let version = state.shared.active.load_full();
+    let list: Vec<Value> = version
+        .backends
+        .iter()
+        .map(|backend| {
+            let stats = backend.stats();
+            json!({
+                "name": backend.name(),
+                "address": backend.address(),
+                "fetches": stats.fetches.load(Relaxed),
+                "failures": stats.failures.load(Relaxed),
+                "in_flight": stats.in_flight.load(Relaxed),
+            })
+        })
+        .collect();
+    Value::Array(list)
+}
+
+/// `POST /purge?url=...`: `url` is a path (`/a?b`) or an absolute URL (`http://host/a`); the
+/// host comes from the absolute URL, else the `host` parameter, else this request's `Host`.
+///
+/// Purges the key the request would have had without a user `vcl_hash`: without a policy the
+/// native default key, with one the builtin `vcl_hash`'s (URL, then Host). A policy that
+/// defines its own `vcl_hash`, or rewrites the URL or Host in `vcl_recv`, builds other keys;
+/// the answer then says the purge may have missed, and `POST /ban` (`req.url == "/a"`) is the
+/// tool that always works.
+fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let query = request.uri().query().unwrap_or("");
+    let Some(url) = query_param(query, "url").filter(|url| !url.is_empty()) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "missing the url parameter: POST /purge?url=/path[&host=HOST]\n",
+        );
+    };
+    let (host, target) = if url.starts_with('/') {
+        let host = query_param(query, "host").or_else(|| {
+            request
+                .headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        });
+        (host.unwrap_or_default(), url)
+    } else {
+        match url.parse::<http::Uri>() {
+            Ok(uri) if uri.authority().is_some() => (
+                uri.authority()
+                    .map(|a| a.as_str().to_string())
+                    .unwrap_or_default(),
+                uri.path_and_query()
+                    .map_or("/".to_string(), |pq| pq.as_str().to_string()),
+            ),
+            _ => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    &format!("`{url}` is neither a path (/...) nor an absolute URL (http://host/...)\n"),
+                )
+            }
+        }
+    };
+    let version = state.shared.active.load_full();
+    let (key, kind) = match &version.policy {
+        None => (CacheKey::from_host_and_target(&host, &target), "default"),
+        Some(_) => (
+            CacheKey::from_hash_data(format!("{target}\0{host}\0").as_bytes()),
+            "builtin vcl_hash",
+        ),
+    };
+    let purged = state.shared.purge(&key);
+    tracing::info!(host, url = target, purged, "purge from the admin API");
+    let status = if purged {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    let mut answer = json!({ "purged": purged, "host": host, "url": target, "key": kind });
+    if version.policy_defining(policy_lang::Sub::Hash).is_some() {
+        answer["note"] =
+            json!("the policy defines vcl_hash, which may build other keys: use POST /ban to be sure");
+    }
+    json(status, answer)
+}
+
+/// `POST /ban`: the body is one ban expression.
+async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the body: {error}\n"),
+            )
+        }
+    };
+    let Ok(expr) = std::str::from_utf8(&body) else {
+        return text(StatusCode::BAD_REQUEST, "the ban expression is not UTF-8\n");
+    };
+    let expr = expr.trim();
+    if expr.is_empty() {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "empty ban expression; e.g. req.url ~ \"^/news/\"\n",
+        );
+    }
+    match policy_lang::parse_ban(expr) {
+        Ok(parsed) => {
+            state.shared.ban(parsed);
+            json(
+                StatusCode::OK,
+                json!({ "ban": expr, "bans": bans::trim(&state.shared) }),
+            )
+        }
+        Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),
+    }
+}
+
+// === helpers ===
+
+fn json(status: StatusCode, value: Value) -> Response<Full<Bytes>> {
+    let mut body = serde_json::to_vec_pretty(&value).expect("JSON values serialize");
+    body.push(b'\n');
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::copy_from_slice(message.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn with_newline(mut text: String) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+fn unix(time: SystemTime) -> f64 {
+    time.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The percent-decoded value of `name` in a query string (`+` is kept as is).
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(key) == name).then(|| percent_decode(value))
+    })
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests;
