@@ -82,9 +82,7 @@ sub vcl_backend_response {
 }
 
 sub vcl_deliver {
-    if (obj.hits > 0) {
-        set resp.http.X-Cache = "HIT";
-    } else {
-        set resp.http.X-Cache = "MISS";
-    }
+    # edgecache sets X-Cache itself (HIT, MISS, PASS, STALE, REVALIDATED, SYNTH), so the usual
+    # Varnish `obj.hits > 0` idiom for it is not needed here; report the hit count instead.
+    set resp.http.X-Cache-Hits = obj.hits;
 }
