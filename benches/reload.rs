@@ -21,6 +21,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use policy_lang::testing::generated_policy;
 use tokio::net::{TcpListener, TcpStream};
 
 async fn origin() -> SocketAddr {
@@ -49,33 +50,8 @@ async fn origin() -> SocketAddr {
 /// A policy of about 1,000 lines (the shape of policy-lang's `tests/perf.rs`) whose
 /// `vcl_deliver` sets `X-Policy: marker`.
 fn policy(origin: SocketAddr, marker: &str) -> String {
-    let rules = 140;
-    let mut s = format!(
-        "vcl 4.1;\nbackend default {{ .host = \"{}\"; .port = \"{}\"; }}\n",
-        origin.ip(),
-        origin.port()
-    );
-    s.push_str("acl internal { \"10.0.0.0\"/8; \"192.168.0.0\"/16; }\nsub vcl_recv {\n");
-    for i in 0..rules {
-        match i % 5 {
-            0 => s.push_str(&format!("    if (req.url ~ \"^/section{i}/\") {{\n        set req.http.X-Section = \"{i}\";\n    }}\n")),
-            1 => s.push_str(&format!("    if (req.http.X-Rule{i} == \"on\" && req.method == \"GET\") {{\n        return (pass);\n    }}\n")),
-            2 => s.push_str(&format!("    if (req.url ~ \"(?i)\\.(ext{i}|png)$\" && client.ip ~ internal) {{\n        unset req.http.Cookie;\n    }}\n")),
-            3 => s.push_str(&format!("    if (req.http.Cookie ~ \"session{i}=\") {{\n        return (pass);\n    }}\n")),
-            _ => s.push_str(&format!("    if (req.http.host == \"site{i}.example.com\") {{\n        set req.backend_hint = default;\n    }}\n")),
-        }
-    }
-    s.push_str("}\nsub vcl_backend_response {\n");
-    for i in 0..rules {
-        s.push_str(&format!(
-            "    if (bereq.url ~ \"^/ttl{i}/\") {{\n        set beresp.ttl = {}s;\n        set beresp.http.X-Rule = \"r\" + {i};\n    }}\n",
-            i + 1
-        ));
-    }
-    s.push_str(&format!(
-        "}}\nsub vcl_deliver {{\n    set resp.http.X-Policy = \"{marker}\";\n}}\n"
-    ));
-    s
+    let deliver = format!("    set resp.http.X-Policy = \"{marker}\";\n");
+    generated_policy(140, &origin.ip().to_string(), origin.port(), &deliver)
 }
 
 fn rename_over(path: &Path, text: &str) {

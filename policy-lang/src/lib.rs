@@ -52,6 +52,7 @@ mod sub;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing {
     //! An in-memory [`Context`](crate::Context) for tests and benches.
+    pub use crate::eval::generated::generated_policy;
     pub use crate::eval::testing::{PluginScript, TestContext};
 }
 

@@ -3,29 +3,11 @@
 
 use std::time::Instant;
 
-use policy_lang::testing::TestContext;
+use policy_lang::testing::{generated_policy, TestContext};
 use policy_lang::{load_str, Scope, Sub};
 
-/// A policy of about `rules` * 5 lines: one `if` per rule in vcl_recv plus backend-side rules.
-pub fn policy(rules: usize) -> String {
-    let mut s =
-        String::from("vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }\n");
-    s.push_str("acl internal { \"10.0.0.0\"/8; \"192.168.0.0\"/16; }\nsub vcl_recv {\n");
-    for i in 0..rules {
-        match i % 5 {
-            0 => s.push_str(&format!("    if (req.url ~ \"^/section{i}/\") {{\n        set req.http.X-Section = \"{i}\";\n    }}\n")),
-            1 => s.push_str(&format!("    if (req.http.X-Rule{i} == \"on\" && req.method == \"GET\") {{\n        return (pass);\n    }}\n")),
-            2 => s.push_str(&format!("    if (req.url ~ \"(?i)\\.(ext{i}|png)$\" && client.ip ~ internal) {{\n        unset req.http.Cookie;\n    }}\n")),
-            3 => s.push_str(&format!("    if (req.http.Cookie ~ \"session{i}=\") {{\n        return (pass);\n    }}\n")),
-            _ => s.push_str(&format!("    if (req.http.host == \"site{i}.example.com\") {{\n        set req.backend_hint = default;\n    }}\n")),
-        }
-    }
-    s.push_str("}\nsub vcl_backend_response {\n");
-    for i in 0..rules {
-        s.push_str(&format!("    if (bereq.url ~ \"^/ttl{i}/\") {{\n        set beresp.ttl = {}s;\n        set beresp.http.X-Rule = \"r\" + {i};\n    }}\n", i + 1));
-    }
-    s.push_str("}\n");
-    s
+fn policy(rules: usize) -> String {
+    generated_policy(rules, "127.0.0.1", 8080, "")
 }
 
 #[test]

@@ -7,6 +7,8 @@
 mod builtins;
 mod context;
 #[cfg(any(test, feature = "test-util"))]
+pub(crate) mod generated;
+#[cfg(any(test, feature = "test-util"))]
 pub(crate) mod testing;
 mod value;
 
