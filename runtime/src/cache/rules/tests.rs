@@ -3,6 +3,21 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use super::control::ResponseDirectives;
 use super::strip_field_scoped;
 
+/// Header name/value pairs of a table row.
+pub(in crate::cache::rules) type Pairs<'a> = &'a [(&'a str, &'a str)];
+
+/// A header map from a table row's pairs (repeated names become several lines).
+pub(in crate::cache::rules) fn headers(pairs: Pairs<'_>) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    map
+}
+
 #[test]
 fn strips_field_scoped_directives() {
     #[rustfmt::skip]

@@ -1,23 +1,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderValue};
 use http::StatusCode;
 
 use super::*;
-
-/// Header name/value pairs of a table row.
-type Pairs<'a> = &'a [(&'a str, &'a str)];
-
-fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(
-            HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            HeaderValue::from_str(v).unwrap(),
-        );
-    }
-    h
-}
+use crate::cache::rules::tests::{headers, Pairs};
 
 const D0: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 const D1: &str = "Mon, 01 Jan 2024 01:00:00 GMT";

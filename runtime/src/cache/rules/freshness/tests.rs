@@ -1,24 +1,11 @@
 use std::time::Duration;
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::HeaderName;
 use http::StatusCode;
 
 use super::*;
 use crate::cache::rules::control::ResponseDirectives;
-
-/// Header name/value pairs of a table row.
-type Pairs<'a> = &'a [(&'a str, &'a str)];
-
-fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(
-            HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            HeaderValue::from_str(v).unwrap(),
-        );
-    }
-    h
-}
+use crate::cache::rules::tests::{headers, Pairs};
 
 const DATE: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 const DATE_PLUS_1H: &str = "Mon, 01 Jan 2024 01:00:00 GMT";

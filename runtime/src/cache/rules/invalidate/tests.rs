@@ -1,21 +1,7 @@
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 
 use super::*;
-
-/// Header name/value pairs of a table row.
-type Pairs<'a> = &'a [(&'a str, &'a str)];
-
-fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(
-            HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            HeaderValue::from_str(v).unwrap(),
-        );
-    }
-    h
-}
+use crate::cache::rules::tests::{headers, Pairs};
 
 #[test]
 fn unsafe_methods() {

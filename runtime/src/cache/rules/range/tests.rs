@@ -1,22 +1,9 @@
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::HeaderValue;
 use http::Method;
 
 use super::*;
-
-/// Header name/value pairs of a table row.
-type Pairs<'a> = &'a [(&'a str, &'a str)];
-
-fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(
-            HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            HeaderValue::from_str(v).unwrap(),
-        );
-    }
-    h
-}
+use crate::cache::rules::tests::{headers, Pairs};
 
 #[test]
 fn parsing_ranges() {

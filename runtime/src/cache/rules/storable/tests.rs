@@ -1,21 +1,11 @@
 use std::time::Duration;
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName};
 use http::{Method, StatusCode};
 
 use super::*;
 use crate::cache::rules::control::ResponseDirectives;
-
-fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(
-            HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            HeaderValue::from_str(v).unwrap(),
-        );
-    }
-    h
-}
+use crate::cache::rules::tests::headers;
 
 const DATE: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 const OLD: &str = "Sun, 31 Dec 2023 00:00:00 GMT";
