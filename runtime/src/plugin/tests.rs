@@ -15,11 +15,16 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plugins")
 }
 
-/// Builds the Rust example plugins once per test run (`examples/plugins/build.sh`) and
+/// Builds the example plugins once per test run (`examples/plugins/build.sh`) and
 /// returns `dist/`. Returns None, with a message, only when the wasm32-wasip1 target cannot
 /// be installed; any other build failure fails the test.
 fn dist() -> Option<PathBuf> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    built().map(|(dist, _)| dist)
+}
+
+/// `dist/` and the output of `build.sh` (its messages about skipped plugins).
+fn built() -> Option<(PathBuf, &'static str)> {
+    static BUILT: OnceLock<Result<(PathBuf, String), String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let out = std::process::Command::new("bash")
             .arg(examples().join("build.sh"))
@@ -28,14 +33,14 @@ fn dist() -> Option<PathBuf> {
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .output()
             .map_err(|e| format!("cannot run build.sh: {e}"))?;
-        if out.status.success() {
-            return Ok(examples().join("dist"));
-        }
         let log = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        if out.status.success() {
+            return Ok((examples().join("dist"), log));
+        }
         let installed = std::process::Command::new("rustup")
             .args(["target", "list", "--installed"])
             .output()
@@ -46,12 +51,29 @@ fn dist() -> Option<PathBuf> {
         Err(log)
     });
     match built {
-        Ok(p) => Some(p.clone()),
+        Ok((p, log)) => Some((p.clone(), log.as_str())),
         Err(log) => {
             eprintln!("SKIPPED: the wasm32-wasip1 target cannot be installed, so the Rust example plugins were not built:\n{log}");
             None
         }
     }
+}
+
+/// The AssemblyScript example (`examples/plugins/assemblyscript/`, built by `build.sh` into
+/// `dist/as_add_header.wasm`). Returns None, with a message, only when `build.sh` said it
+/// skipped it because npm is missing or `npm ci` could not install the packages; a missing
+/// file without that message fails the test.
+fn as_dist() -> Option<PathBuf> {
+    let (dist, log) = built()?;
+    let path = dist.join("as_add_header.wasm");
+    if path.exists() {
+        return Some(path);
+    }
+    if log.contains("skipping the AssemblyScript plugin") {
+        eprintln!("SKIPPED: the AssemblyScript toolchain cannot be installed:\n{log}");
+        return None;
+    }
+    panic!("build.sh succeeded but did not build {}:\n{log}", path.display());
 }
 
 /// Deadlines are wall-clock (epoch ticks), and tests run in parallel on small CI machines:
@@ -327,6 +349,172 @@ fn streams_run_concurrently_from_many_threads() {
         plugin.memory_sizes().iter().all(|m| *m < 4 << 20),
         "{:?}",
         plugin.memory_sizes()
+    );
+}
+
+// === the AssemblyScript SDK example plugin (@solo-io/proxy-runtime) ===
+
+fn load_as(host: &PluginHost, config: &str) -> Option<Plugin> {
+    let path = as_dist()?;
+    Some(
+        host.load(&PluginSpec::new("as-add-header", path).config(config.to_string()))
+            .expect("load the AssemblyScript plugin"),
+    )
+}
+
+#[test]
+fn as_add_header_adds_the_configured_response_header() {
+    let host = host();
+    // Default (empty) root id: the policy declaration has none.
+    let Some(plugin) = load_as(&host, "X-Served-By: edgecache") else {
+        return;
+    };
+    let mut created = 0;
+    for i in 0..3 {
+        let (mut req, mut resp) = (request("/index.html", &[]), response());
+        let mut stream = plugin.stream();
+        assert_eq!(stream.on_request_headers(&mut req).unwrap(), Verdict::Continue);
+        assert_eq!(
+            stream.on_response_headers(Some(&mut req), &mut resp).unwrap(),
+            Verdict::Continue
+        );
+        stream.finish(Some(&mut req), Some(&mut resp));
+        assert_eq!(resp.headers["x-served-by"], "edgecache", "name lower-cased");
+        assert_eq!(resp.headers.get_all("x-served-by").iter().count(), 1);
+        assert_eq!(
+            resp.headers["content-type"], "text/plain",
+            "other headers are kept"
+        );
+        assert!(req.headers.get("x-served-by").is_none(), "request untouched");
+        if i == 0 {
+            created = plugin.stats().instances_created;
+        }
+    }
+    assert_eq!(
+        plugin.stats(),
+        PluginStats {
+            instances_created: created,
+            ..Default::default()
+        },
+        "no failures, and this thread's instance is reused"
+    );
+}
+
+#[test]
+fn as_add_header_default_and_value_only_configuration() {
+    let host = host();
+    // An empty configuration is where the SDK's default onConfigure traps; the plugin's
+    // override must read it as "use the defaults".
+    for (config, name, value) in [
+        ("", "x-edge-plugin", "as-add-header"),
+        ("  \n", "x-edge-plugin", "as-add-header"),
+        ("hello", "x-edge-plugin", "hello"),
+        ("x-a: b: c", "x-a", "b: c"),
+    ] {
+        let Some(plugin) = load_as(&host, config) else {
+            return;
+        };
+        let (mut req, mut resp) = (request("/", &[]), response());
+        let (v, r) = lifecycle(&plugin, &mut req, &mut resp).unwrap();
+        assert_eq!((v, r), (Verdict::Continue, Some(Verdict::Continue)));
+        assert_eq!(resp.headers[name], value, "config {config:?}");
+    }
+}
+
+#[test]
+fn as_add_header_reads_a_long_configuration_intact() {
+    // The SDK bug passes the configuration length as the return-size pointer: a host that
+    // followed it would write to guest address = length. Read a long one back byte for byte.
+    let host = host();
+    let value: String = (0..3000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let Some(plugin) = load_as(&host, &format!("x-long: {value}")) else {
+        return;
+    };
+    for _ in 0..2 {
+        let (mut req, mut resp) = (request("/", &[]), response());
+        lifecycle(&plugin, &mut req, &mut resp).unwrap();
+        assert_eq!(resp.headers["x-long"], value.as_str());
+    }
+}
+
+#[test]
+fn as_add_header_root_ids() {
+    let host = host();
+    let Some(path) = as_dist() else {
+        return;
+    };
+    // The plugin also registers under an explicit name.
+    let plugin = host
+        .load(
+            &PluginSpec::new("as-add-header", &path)
+                .config("x-a: 1")
+                .root_id("as_add_header"),
+        )
+        .unwrap();
+    let (mut req, mut resp) = (request("/", &[]), response());
+    lifecycle(&plugin, &mut req, &mut resp).unwrap();
+    assert_eq!(resp.headers["x-a"], "1");
+    // A root id it did not register: the SDK throws while creating the root context.
+    let err = host
+        .load(&PluginSpec::new("as-add-header", &path).root_id("other"))
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, LoadErrorKind::Startup(Cause::Trap(_))),
+        "{err}"
+    );
+}
+
+#[test]
+fn as_add_header_rejects_an_empty_header_name() {
+    let host = host();
+    let Some(path) = as_dist() else {
+        return;
+    };
+    let err = host
+        .load(&PluginSpec::new("as-add-header", path).config(": v"))
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, LoadErrorKind::Rejected("proxy_on_configure")),
+        "{err}"
+    );
+}
+
+#[test]
+fn as_add_header_per_request_isolation_and_threads() {
+    let host = host();
+    let Some(path) = as_dist() else {
+        return;
+    };
+    let per_request = host
+        .load(
+            &PluginSpec::new("as-add-header", &path)
+                .config("x-b: 2")
+                .isolation(Isolation::PerRequest),
+        )
+        .unwrap();
+    for i in 0..3 {
+        let (mut req, mut resp) = (request("/", &[]), response());
+        lifecycle(&per_request, &mut req, &mut resp).unwrap();
+        assert_eq!(resp.headers["x-b"], "2");
+        assert_eq!(per_request.stats().instances_created, 2 + i);
+    }
+    let shared = load_as(&host, "x-c: 3").unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    let (mut req, mut resp) = (request("/", &[]), response());
+                    lifecycle(&shared, &mut req, &mut resp).unwrap();
+                    assert_eq!(resp.headers["x-c"], "3");
+                }
+            });
+        }
+    });
+    assert_eq!(shared.stats().instances_created, 2, "one per slot");
+    assert!(
+        shared.memory_sizes().iter().all(|m| *m < 4 << 20),
+        "{:?}",
+        shared.memory_sizes()
     );
 }
 
