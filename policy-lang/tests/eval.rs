@@ -289,13 +289,18 @@ fn backends_and_directors() {
     assert_eq!(bs[0].connect_timeout, Some(std::time::Duration::from_secs(1)));
     assert_eq!((bs[1].port, bs[1].max_connections), (81, Some(10)));
     assert_eq!(bs[1].probe.as_ref().unwrap().initial, 1);
-    assert_eq!(p.default_backend(), Some(policy_lang::BackendId(0)));
+    assert_eq!(p.default_backend(), Some(policy_lang::BackendId::new(0)));
     assert_eq!(p.run(Sub::Init, &mut TestContext::new()), Action::Ok);
+    // The hint is the director; the runtime picks a member at fetch time.
     let mut picks = Vec::new();
     for _ in 0..4 {
         let mut c = TestContext::request("GET", "/");
         p.run(Sub::Recv, &mut c);
-        picks.push(c.get_var(Var::ReqBackendHint));
+        let Value::Backend(Some(hint)) = c.get_var(Var::ReqBackendHint) else {
+            panic!("no backend hint");
+        };
+        assert_eq!(p.backend_name(hint), "rr");
+        picks.push(p.resolve_backend(hint, &c));
     }
     assert_ne!(picks[0], picks[1]);
     assert_eq!(picks[0], picks[2]);
@@ -303,7 +308,7 @@ fn backends_and_directors() {
     p.run(Sub::Recv, &mut c);
     assert_eq!(
         c.get_var(Var::ReqBackendHint),
-        Value::Backend(Some(policy_lang::BackendId(1)))
+        Value::Backend(Some(policy_lang::BackendId::new(1)))
     );
 }
 

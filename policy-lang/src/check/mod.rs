@@ -19,7 +19,6 @@ mod vars;
 pub(crate) use regex::convert_replacement;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
 
 use crate::ast::{Decl, ExprKind, Module, Stmt, StmtKind, SubDef};
 use crate::compile::{self, Director, DirectorKind, ProbeDecl};
@@ -101,6 +100,36 @@ struct SubInfo<'m> {
     method: Option<Sub>,
     defs: Vec<&'m SubDef>,
     from_user: bool,
+}
+
+/// `new x = directors.KIND();` with a KIND edgecache does not provide.
+fn unknown_director(name: &str, span: Span) -> Diagnostic {
+    let supported: Vec<String> = DirectorKind::ALL
+        .iter()
+        .map(|(n, _)| format!("`{n}()`"))
+        .collect();
+    let supported = format!("edgecache's directors: {}", supported.join(", "));
+    let hint = match name {
+        "directors.shard" => format!(
+            "for consistent hashing use `directors.hash()` (rendezvous hashing: only a missing member's keys move); {supported}"
+        ),
+        _ => match did_you_mean(name, DirectorKind::ALL.iter().map(|(n, _)| *n)) {
+            Some(s) => format!("did you mean `{s}`? {supported}"),
+            None => supported,
+        },
+    };
+    let label = if name.starts_with("directors.") {
+        "unknown director kind"
+    } else {
+        "unknown constructor"
+    };
+    Diagnostic::new(
+        Code::Unsupported,
+        span,
+        format!("`new` with `{name}` is not supported"),
+    )
+    .label(label)
+    .hint(hint)
 }
 
 /// Varnish 3 / removed sub names and what to use instead.
@@ -265,36 +294,9 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                     let ExprKind::Call { func, .. } = &ctor.kind else {
                         continue;
                     };
-                    let kind = match func.name.as_str() {
-                        "directors.round_robin" => DirectorKind::RoundRobin,
-                        "directors.fallback" => DirectorKind::Fallback,
-                        "directors.random" => DirectorKind::Random,
-                        "directors.hash" => DirectorKind::Hash,
-                        other => {
-                            let hint = did_you_mean(
-                                other,
-                                [
-                                    "directors.round_robin",
-                                    "directors.fallback",
-                                    "directors.random",
-                                    "directors.hash",
-                                ],
-                            )
-                            .map(|s| format!("did you mean `{s}`?"))
-                            .unwrap_or_else(|| {
-                                "edgecache supports directors.round_robin, fallback, random and hash".into()
-                            });
-                            sink.push(
-                                Diagnostic::new(
-                                    Code::Unsupported,
-                                    func.span,
-                                    format!("`new` with `{other}` is not supported"),
-                                )
-                                .label("unknown constructor")
-                                .hint(hint),
-                            );
-                            continue;
-                        }
+                    let Some(kind) = DirectorKind::from_constructor(&func.name) else {
+                        sink.push(unknown_director(&func.name, func.span));
+                        continue;
                     };
                     if !syms.imports.iter().any(|i| i == "directors") {
                         sink.push(
@@ -313,12 +315,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                         name.span,
                         SymKind::Director(directors.len(), kind),
                     ) {
-                        directors.push(Director {
-                            name: name.name.clone(),
-                            kind,
-                            backends: Vec::new(),
-                            next: AtomicUsize::new(0),
-                        });
+                        directors.push(Director::new(name.name.clone(), kind));
                     }
                 }
             }
@@ -344,7 +341,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         .iter()
         .position(|b| b.name == "default")
         .or(if backends.is_empty() { None } else { Some(0) })
-        .map(|i| BackendId(i as u32));
+        .map(|i| BackendId::new(i as u32));
 
     // === calls: graph, recursion, reachability ===
     let n = subs.len();
@@ -444,7 +441,8 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         bodies.push(body);
     }
     for (d, b, w) in adds {
-        directors[d].backends.push((b, w));
+        let name = backends.get(b.index()).map_or("", |b| b.name.as_str());
+        directors[d].add(b, name, w);
     }
 
     if sink.has_errors() {

@@ -831,11 +831,7 @@ impl<'a> Lowerer<'a> {
             );
             return None;
         }
-        let max = if matches!(kind, DirectorKind::Random | DirectorKind::Hash) {
-            2
-        } else {
-            1
-        };
+        let max = if kind.weighted() { 2 } else { 1 };
         if args.is_empty() || args.len() > max {
             self.arg_count(
                 span,
@@ -1058,7 +1054,7 @@ impl<'a> Lowerer<'a> {
         match self.syms.get(n) {
             Some(SymKind::Backend(id)) => {
                 return (
-                    Expr::Const(Value::Backend(Some(BackendId(id as u32)))),
+                    Expr::Const(Value::Backend(Some(BackendId::new(id as u32)))),
                     Ty::Backend,
                 )
             }

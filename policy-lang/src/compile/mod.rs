@@ -178,21 +178,84 @@ fn prefix_match(net: IpAddr, prefix: u8, ip: IpAddr) -> bool {
     }
 }
 
+/// The `directors` vmod objects edgecache provides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DirectorKind {
     RoundRobin,
     Fallback,
     Random,
     Hash,
+    LeastConnections,
 }
 
+impl DirectorKind {
+    /// Every kind, with its constructor as written in VCL.
+    pub const ALL: &'static [(&'static str, DirectorKind)] = &[
+        ("directors.round_robin", DirectorKind::RoundRobin),
+        ("directors.fallback", DirectorKind::Fallback),
+        ("directors.random", DirectorKind::Random),
+        ("directors.hash", DirectorKind::Hash),
+        ("directors.least_connections", DirectorKind::LeastConnections),
+    ];
+
+    pub fn from_constructor(name: &str) -> Option<DirectorKind> {
+        DirectorKind::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
+    }
+
+    /// Whether `add_backend` takes a weight (`add_backend(b, 2.0)`).
+    pub fn weighted(self) -> bool {
+        matches!(
+            self,
+            DirectorKind::Random | DirectorKind::Hash | DirectorKind::LeastConnections
+        )
+    }
+}
+
+/// One `d.add_backend(b[, weight])`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Member {
+    pub backend: BackendId,
+    /// 1.0 unless given; members with weight <= 0 are never picked.
+    pub weight: f64,
+    /// The `hash` director's per-member seed, from the backend's name (so a
+    /// member keeps its keys when others are added or removed).
+    pub seed: u64,
+}
+
+/// A `new NAME = directors.KIND();` object. Picking a member happens at run
+/// time in `eval/director.rs`.
 #[derive(Debug)]
 pub(crate) struct Director {
-    #[allow(dead_code)] // for Debug output
     pub name: String,
     pub kind: DirectorKind,
-    pub backends: Vec<(BackendId, f64)>,
+    pub members: Vec<Member>,
+    /// Round-robin position (round_robin) / tie-break rotation (least_connections).
     pub next: AtomicUsize,
+}
+
+impl Director {
+    pub fn new(name: String, kind: DirectorKind) -> Director {
+        Director {
+            name,
+            kind,
+            members: Vec::new(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Adds `backend` (named `name`) with `weight`.
+    pub fn add(&mut self, backend: BackendId, name: &str, weight: f64) {
+        // The same backend added twice gets a second, distinct seed.
+        let dup = self.members.iter().filter(|m| m.backend == backend).count() as u64;
+        self.members.push(Member {
+            backend,
+            weight,
+            seed: crate::eval::member_seed(name, dup),
+        });
+    }
 }
 
 /// A loaded policy: immutable, `Send + Sync`, cheap to share behind an `Arc`
@@ -222,11 +285,34 @@ impl Program {
         self.default_backend
     }
 
+    /// The declared backend called `name` (directors are not looked up).
     pub fn backend_id(&self, name: &str) -> Option<BackendId> {
         self.backends
             .iter()
             .position(|b| b.name == name)
-            .map(|i| BackendId(i as u32))
+            .map(|i| BackendId::new(i as u32))
+    }
+
+    /// The name of a backend or director, for logs, `beresp.backend.name`
+    /// and a BACKEND converted to a string (a director value gives the
+    /// director's name, as in Varnish). `""` for an id this program did not
+    /// produce.
+    pub fn backend_name(&self, id: BackendId) -> &str {
+        match self.backends.get(id.index()) {
+            Some(b) => &b.name,
+            None => self.director(id).map_or("", |d| d.name.as_str()),
+        }
+    }
+
+    /// Whether `id` is a director (a value of `d.backend()`), which
+    /// [`Program::resolve_backend`] turns into one of its members.
+    pub fn is_director(&self, id: BackendId) -> bool {
+        self.director(id).is_some()
+    }
+
+    pub(crate) fn director(&self, id: BackendId) -> Option<&Director> {
+        let i = id.index().checked_sub(self.backends.len())?;
+        self.directors.get(i)
     }
 
     /// Declared plugins, in declaration order; [`PluginId`] indexes this slice.

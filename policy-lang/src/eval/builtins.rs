@@ -1,12 +1,11 @@
-//! `std.*` functions and directors at run time.
+//! `std.*` functions at run time (directors: `director.rs`).
 
 use std::borrow::Cow;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
 
-use super::{BackendId, Context, Value};
+use super::{Context, Value};
 use crate::compile::ir::{Expr, Func};
-use crate::compile::{Director, DirectorKind, Program};
+use crate::compile::Program;
 
 pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn Context) -> Value<'a> {
     let arg = |i: usize| -> Value<'a> { args.get(i).map(|e| p.eval(e, ctx)).unwrap_or(Value::Unset) };
@@ -67,7 +66,7 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
             }
         }
         Func::Healthy => match arg(0) {
-            Value::Backend(Some(b)) => Value::Bool(ctx.healthy(b)),
+            Value::Backend(Some(b)) => Value::Bool(p.healthy(b, ctx)),
             _ => Value::Bool(false),
         },
         Func::Querysort => Value::Str(querysort(s0())),
@@ -155,55 +154,6 @@ fn querysort(url: Cow<'_, str>) -> Cow<'_, str> {
         out.push_str(&params.join("&"));
     }
     Cow::Owned(out)
-}
-
-pub(super) fn director_pick(d: &Director, key: Option<&str>, ctx: &dyn Context) -> Option<BackendId> {
-    let n = d.backends.len();
-    if n == 0 {
-        return None;
-    }
-    match d.kind {
-        DirectorKind::RoundRobin => {
-            let start = d.next.fetch_add(1, Ordering::Relaxed);
-            (0..n)
-                .map(|i| d.backends[(start + i) % n].0)
-                .find(|b| ctx.healthy(*b))
-        }
-        DirectorKind::Fallback => d.backends.iter().map(|b| b.0).find(|b| ctx.healthy(*b)),
-        DirectorKind::Random | DirectorKind::Hash => {
-            let healthy: Vec<(BackendId, f64)> = d
-                .backends
-                .iter()
-                .copied()
-                .filter(|(b, w)| *w > 0.0 && ctx.healthy(*b))
-                .collect();
-            let total: f64 = healthy.iter().map(|(_, w)| w).sum();
-            if healthy.is_empty() || total <= 0.0 {
-                return None;
-            }
-            let r = match (d.kind, key) {
-                (DirectorKind::Hash, Some(k)) => (fnv1a(k.as_bytes()) % 1_000_000) as f64 / 1_000_000.0,
-                _ => ctx.random(),
-            };
-            let mut x = r * total;
-            for (b, w) in &healthy {
-                if x < *w {
-                    return Some(*b);
-                }
-                x -= w;
-            }
-            healthy.last().map(|(b, _)| *b)
-        }
-    }
-}
-
-fn fnv1a(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in data {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
 }
 
 #[cfg(test)]

@@ -209,10 +209,18 @@ pub trait Context {
     /// `std.log(...)` and evaluator warnings (e.g. a ban that did not parse).
     fn log(&mut self, msg: &str);
 
-    /// `std.healthy(backend)` and directors skipping sick backends.
+    /// `std.healthy(backend)` and directors skipping sick backends. Only
+    /// called with declared backends, never with a director.
     fn healthy(&self, backend: BackendId) -> bool {
         let _ = backend;
         true
+    }
+
+    /// Requests currently in flight to `backend` (a declared backend, never
+    /// a director), for `directors.least_connections()`.
+    fn in_flight(&self, backend: BackendId) -> usize {
+        let _ = backend;
+        0
     }
 
     /// Uniform random number in `[0, 1)` for `std.random` and the random director.

@@ -6,6 +6,7 @@
 
 mod builtins;
 mod context;
+mod director;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod generated;
 #[cfg(any(test, feature = "test-util"))]
@@ -14,6 +15,8 @@ mod value;
 
 pub use context::{Context, PluginOutcome, PluginPhase, Scope, ValueType, Var};
 pub use value::{BackendId, PluginId, Value};
+
+pub(crate) use director::member_seed;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -278,22 +281,13 @@ impl Program {
                 };
                 Value::Str(Cow::Owned(out.into_owned()))
             }
+            // The director itself; the runtime resolves it at fetch time.
             Expr::Director(d, key) => {
                 let key = key.as_ref().map(|k| self.eval(k, ctx));
-                Value::Backend(builtins::director_pick(
-                    &self.directors[*d],
-                    key.as_ref().and_then(|k| k.as_str()),
-                    ctx,
-                ))
+                let key = key.as_ref().map(|k| k.as_str().unwrap_or(""));
+                Value::Backend(Some(self.director_value(*d, key)))
             }
         }
-    }
-
-    fn backend_name(&self, b: BackendId) -> String {
-        self.backends
-            .get(b.index())
-            .map(|b| b.name.clone())
-            .unwrap_or_default()
     }
 
     pub(crate) fn write(&self, out: &mut String, v: &Value<'_>) {
@@ -371,7 +365,8 @@ pub(crate) fn compare(op: CmpOp, a: &Value<'_>, b: &Value<'_>) -> bool {
         (Bytes(x), Bytes(y)) => Some(x.cmp(y)),
         (Bool(x), Bool(y)) => Some(x.cmp(y)),
         (Ip(x), Ip(y)) => Some(x.cmp(y)),
-        (Backend(x), Backend(y)) => Some(x.cmp(y)),
+        // A director compares as itself, whatever key it was given.
+        (Backend(x), Backend(y)) => Some(x.map(BackendId::index).cmp(&y.map(BackendId::index))),
         _ => None,
     };
     let Some(ord) = ord else {

@@ -21,7 +21,13 @@ pub struct TestContext {
     pub bans: Vec<BanExpr>,
     pub logs: Vec<String>,
     pub unset_vars: Vec<Var>,
+    /// Backends `healthy` reports as sick (see [`TestContext::set_healthy`]).
     pub sick: Vec<BackendId>,
+    /// What `in_flight` reports per backend (0 when absent; see
+    /// [`TestContext::set_in_flight`]).
+    pub in_flight: Vec<(BackendId, usize)>,
+    /// What `random` returns (0.5 when `None`).
+    pub random: Option<f64>,
     /// Every `run_plugin` call, in order.
     pub plugin_calls: Vec<(PluginId, PluginPhase)>,
     /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
@@ -167,6 +173,22 @@ impl TestContext {
         self
     }
 
+    /// Marks `backend` healthy or sick (what [`Context::healthy`] reports).
+    pub fn set_healthy(&mut self, backend: BackendId, healthy: bool) {
+        self.sick.retain(|b| *b != backend);
+        if !healthy {
+            self.sick.push(backend);
+        }
+    }
+
+    /// Sets what [`Context::in_flight`] reports for `backend`.
+    pub fn set_in_flight(&mut self, backend: BackendId, n: usize) {
+        match self.in_flight.iter_mut().find(|(b, _)| *b == backend) {
+            Some(e) => e.1 = n,
+            None => self.in_flight.push((backend, n)),
+        }
+    }
+
     pub fn get_header(&self, scope: Scope, name: &str) -> Option<String> {
         let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
         Context::header(self, scope, &name).map(Cow::into_owned)
@@ -238,6 +260,17 @@ impl Context for TestContext {
 
     fn healthy(&self, backend: BackendId) -> bool {
         !self.sick.contains(&backend)
+    }
+
+    fn in_flight(&self, backend: BackendId) -> usize {
+        self.in_flight
+            .iter()
+            .find(|(b, _)| *b == backend)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    fn random(&self) -> f64 {
+        self.random.unwrap_or(0.5)
     }
 
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {

@@ -5,13 +5,42 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::net::IpAddr;
 
-/// Index of a backend in [`Program::backends`](crate::Program::backends).
+/// A BACKEND value: a declared backend or a director.
+///
+/// Ids below `Program::backends().len()` are the backends of
+/// [`Program::backends`](crate::Program::backends), in declaration order;
+/// the ids after them are the directors (`new NAME = directors.KIND();`),
+/// in declaration order. A director value is what `d.backend()` evaluates
+/// to: the director itself, resolved to one of its members only when the
+/// runtime calls [`Program::resolve_backend`](crate::Program::resolve_backend)
+/// at fetch time. For the `hash` director it also carries the hash of the
+/// key given to `.backend(key)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BackendId(pub u32);
+pub struct BackendId {
+    index: u32,
+    /// Hash of the `hash` director's key; 0 otherwise.
+    key: u64,
+}
 
 impl BackendId {
+    /// The backend (or, past the backends, the director) at `index`.
+    pub const fn new(index: u32) -> BackendId {
+        BackendId { index, key: 0 }
+    }
+
+    pub(crate) const fn with_key(index: u32, key: u64) -> BackendId {
+        BackendId { index, key }
+    }
+
+    /// Index into [`Program::backends`](crate::Program::backends) for a
+    /// backend; `backends().len() + n` for the `n`th director.
     pub fn index(self) -> usize {
-        self.0 as usize
+        self.index as usize
+    }
+
+    /// The hash of the `hash` director's key (0 for anything else).
+    pub(crate) fn key(self) -> u64 {
+        self.key
     }
 }
 
@@ -137,7 +166,7 @@ impl<'a> Value<'a> {
 
 /// Appends the VCL string form of `v` (backends need their name, so the
 /// caller passes a resolver).
-pub(crate) fn write_value(out: &mut String, v: &Value<'_>, backend_name: &dyn Fn(BackendId) -> String) {
+pub(crate) fn write_value<'p>(out: &mut String, v: &Value<'_>, backend_name: &dyn Fn(BackendId) -> &'p str) {
     match v {
         Value::Unset => {}
         Value::Str(s) => out.push_str(s),
@@ -162,7 +191,7 @@ pub(crate) fn write_value(out: &mut String, v: &Value<'_>, backend_name: &dyn Fn
         Value::Ip(ip) => {
             let _ = write!(out, "{ip}");
         }
-        Value::Backend(Some(b)) => out.push_str(&backend_name(*b)),
+        Value::Backend(Some(b)) => out.push_str(backend_name(*b)),
         Value::Backend(None) => {}
     }
 }

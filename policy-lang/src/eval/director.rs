@@ -1,0 +1,169 @@
+//! Directors at run time: `d.backend()` evaluates to a [`BackendId`] naming
+//! the director (and, for `hash`, carrying the key's hash); the runtime turns
+//! it into a member with [`Program::resolve_backend`] when it fetches, so the
+//! pick sees the health and load of that moment (and a retry can pick again).
+//!
+//! Kinds (members whose `ctx.healthy` is false are skipped by all of them):
+//! * `round_robin`: the next member in turn, as Varnish's (a sick member
+//!   uses up its turn, so the healthy ones share the traffic evenly);
+//! * `fallback`: the first healthy member in `add_backend` order;
+//! * `random`: weighted random, from [`Context::random`];
+//! * `hash`: weighted rendezvous hashing (HRW) of the key: every member gets
+//!   the score `-weight / ln(u)` with `u` in (0, 1) a hash of the key and
+//!   the member's name, and the highest score wins. A member going sick or
+//!   being removed only moves the keys it had;
+//! * `least_connections`: the member with the fewest requests in flight
+//!   ([`Context::in_flight`]) per unit of weight; among equals, the starting
+//!   point rotates.
+
+use std::sync::atomic::Ordering;
+
+use super::{BackendId, Context};
+use crate::compile::{Director, DirectorKind, Member, Program};
+
+impl Program {
+    /// Turns a BACKEND value into a backend to fetch from.
+    ///
+    /// A plain backend is returned as is, healthy or not (the runtime
+    /// decides what to do with a sick one). A director picks one of its
+    /// members now, skipping those for which [`Context::healthy`] is false;
+    /// `None` when no member is healthy, the director has no members, or
+    /// `id` does not belong to this program.
+    pub fn resolve_backend(&self, id: BackendId, ctx: &dyn Context) -> Option<BackendId> {
+        if id.index() < self.backends.len() {
+            return Some(id);
+        }
+        pick(self.director(id)?, id.key(), ctx)
+    }
+
+    /// `std.healthy(b)`: a backend's health; for a director, whether any
+    /// member it could pick is healthy.
+    pub(crate) fn healthy(&self, id: BackendId, ctx: &dyn Context) -> bool {
+        if id.index() < self.backends.len() {
+            return ctx.healthy(id);
+        }
+        self.director(id)
+            .is_some_and(|d| d.members.iter().any(|m| eligible(m) && ctx.healthy(m.backend)))
+    }
+
+    /// The value of `d.backend()` / `d.backend(key)` for director `d`.
+    pub(crate) fn director_value(&self, d: usize, key: Option<&str>) -> BackendId {
+        let index = (self.backends.len() + d) as u32;
+        match (self.directors.get(d).map(|d| d.kind), key) {
+            (Some(DirectorKind::Hash), Some(k)) => BackendId::with_key(index, key_hash(k)),
+            _ => BackendId::new(index),
+        }
+    }
+}
+
+/// Members with weight <= 0 (or NaN) are never picked.
+fn eligible(m: &Member) -> bool {
+    m.weight > 0.0
+}
+
+fn pick(d: &Director, key: u64, ctx: &dyn Context) -> Option<BackendId> {
+    let n = d.members.len();
+    if n == 0 {
+        return None;
+    }
+    let usable = |m: &Member| eligible(m) && ctx.healthy(m.backend);
+    match d.kind {
+        DirectorKind::RoundRobin => (0..n).find_map(|_| {
+            let m = &d.members[d.next.fetch_add(1, Ordering::Relaxed) % n];
+            usable(m).then_some(m.backend)
+        }),
+        DirectorKind::Fallback => d.members.iter().find(|m| usable(m)).map(|m| m.backend),
+        DirectorKind::Random => {
+            let total: f64 = d.members.iter().filter(|m| usable(m)).map(|m| m.weight).sum();
+            if total <= 0.0 || !total.is_finite() {
+                return None;
+            }
+            let mut x = ctx.random() * total;
+            let mut last = None;
+            for m in d.members.iter().filter(|m| usable(m)) {
+                if x < m.weight {
+                    return Some(m.backend);
+                }
+                x -= m.weight;
+                last = Some(m.backend);
+            }
+            last
+        }
+        DirectorKind::Hash => d
+            .members
+            .iter()
+            .filter(|m| usable(m))
+            .map(|m| (hrw_score(key, m.seed, m.weight), m.backend))
+            .fold(None, |best: Option<(f64, BackendId)>, (s, b)| match best {
+                Some((bs, _)) if bs >= s => best,
+                _ => Some((s, b)),
+            })
+            .map(|(_, b)| b),
+        DirectorKind::LeastConnections => {
+            let load = |m: &Member| ctx.in_flight(m.backend) as f64 / m.weight;
+            // The lowest load, and how many members share it.
+            let mut min: Option<(f64, BackendId)> = None;
+            let mut ties = 0;
+            for m in d.members.iter().filter(|m| usable(m)) {
+                let l = load(m);
+                match min {
+                    Some((best, _)) if l > best => {}
+                    Some((best, _)) if l == best => ties += 1,
+                    _ => {
+                        min = Some((l, m.backend));
+                        ties = 1;
+                    }
+                }
+            }
+            let (best, first) = min?;
+            // Take turns among the equally loaded.
+            let turn = d.next.fetch_add(1, Ordering::Relaxed) % ties;
+            d.members
+                .iter()
+                .filter(|m| usable(m) && load(m) == best)
+                .nth(turn)
+                .map_or(Some(first), |m| Some(m.backend))
+        }
+    }
+}
+
+/// HRW score of a member for a key: `-weight / ln(u)`, `u` uniform in (0, 1)
+/// from the key's and the member's hashes. The member with the highest score
+/// owns the key; a member's share of keys is proportional to its weight.
+fn hrw_score(key: u64, seed: u64, weight: f64) -> f64 {
+    let h = fmix64(key ^ seed);
+    // 53 random bits, centred in their interval: never 0, never 1.
+    let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    -weight / u.ln()
+}
+
+/// The hash of a `hash` director key.
+pub(crate) fn key_hash(key: &str) -> u64 {
+    fmix64(fnv1a(key.as_bytes()))
+}
+
+/// A `hash` director member's seed: from the backend's name, so it does not
+/// depend on the member's position; `dup` tells apart repeated additions of
+/// one backend.
+pub(crate) fn member_seed(name: &str, dup: u64) -> u64 {
+    fmix64(fnv1a(name.as_bytes()) ^ dup.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5bd1_e995_7f4a_7c15)
+}
+
+fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// MurmurHash3's 64-bit finaliser: every input bit affects every output bit.
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
