@@ -133,6 +133,12 @@ struct ServeArgs {
     /// Ignore the request's Cache-Control and Pragma (clients cannot force refreshes).
     #[arg(long)]
     ignore_request_cache_control: bool,
+    /// Linear memory each WebAssembly plugin instance may use. Default 16m.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    plugin_memory: Option<u64>,
+    /// CPU time a plugin callback may take before it is stopped. Default 5ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    plugin_deadline: Option<Duration>,
     /// Targeted cache-control field (RFC 9213) that overrides Cache-Control here and is not
     /// forwarded; "" disables. Default CDN-Cache-Control.
     #[arg(long, value_name = "NAME")]
@@ -197,6 +203,12 @@ impl ServeArgs {
         config.store_set_cookie |= self.store_set_cookie;
         set(&mut config.grace, self.grace);
         set(&mut config.keep, self.keep);
+        set(&mut config.plugin_limits.deadline, self.plugin_deadline);
+        set(
+            &mut config.plugin_limits.memory,
+            self.plugin_memory
+                .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
+        );
         config.ignore_request_cache_control |= self.ignore_request_cache_control;
         if let Some(name) = self.targeted_cache_control {
             config.targeted_cache_control = match name.as_str() {
@@ -275,6 +287,17 @@ fn check(files: &[PathBuf]) -> ExitCode {
             Ok(program) => {
                 if let Some(warnings) = program.warnings() {
                     eprint!("{}", warnings.render());
+                }
+                // Plugins are compiled and started as `edgecache -f` would, so a missing file,
+                // a module that is not proxy-wasm or a rejected configuration shows here too.
+                if !program.plugins().is_empty() {
+                    let host = edgecache_runtime::plugin::PluginHost::new(Default::default());
+                    if let Err(error) = edgecache_runtime::policy::load_plugins(&program, &host) {
+                        eprintln!("error: {error}\n --> {}", file.display());
+                        println!("{}: 1 error(s)", file.display());
+                        failed = true;
+                        continue;
+                    }
                 }
                 println!("{}: ok", file.display());
             }

@@ -54,6 +54,8 @@ pub enum StartError {
     Backend(String),
     #[error("policy {path} was refused:\n{rendered}")]
     Policy { path: String, rendered: String },
+    #[error("policy {path} was refused: {error}\n  hint: fix the plugin's `.path` or rebuild the module; `edgecache check {path}` reports the same")]
+    Plugin { path: String, error: plugin::LoadError },
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("admin API: {0}")]

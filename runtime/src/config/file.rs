@@ -22,6 +22,8 @@
 //! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
 //! admin_token_file = "admin.token"  # required when admin_listen is not loopback
 //! watch = true                      # reload when the policy or an include changes
+//! plugin_memory = "16m"             # linear memory per WebAssembly plugin instance
+//! plugin_deadline = "5ms"           # CPU time per plugin callback
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -75,6 +77,8 @@ pub struct FileConfig {
     admin_listen: Option<String>,
     admin_token_file: Option<PathBuf>,
     watch: Option<bool>,
+    plugin_memory: Option<Quantity>,
+    plugin_deadline: Option<Quantity>,
 }
 
 impl FileConfig {
@@ -174,6 +178,14 @@ impl FileConfig {
         duration("shutdown_grace", self.shutdown_grace, &mut config.shutdown_grace)?;
         duration("grace", self.grace, &mut config.grace)?;
         duration("keep", self.keep, &mut config.keep)?;
+        duration(
+            "plugin_deadline",
+            self.plugin_deadline,
+            &mut config.plugin_limits.deadline,
+        )?;
+        let mut plugin_memory = config.plugin_limits.memory as u64;
+        size("plugin_memory", self.plugin_memory, &mut plugin_memory)?;
+        config.plugin_limits.memory = usize::try_from(plugin_memory).unwrap_or(usize::MAX);
         if let Some(ignore) = self.ignore_request_cache_control {
             config.ignore_request_cache_control = ignore;
         }

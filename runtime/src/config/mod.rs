@@ -122,6 +122,9 @@ pub struct Config {
     /// Reload when the policy file or a file it includes changes. Default true (`--no-watch`
     /// turns it off; SIGHUP and `POST /reload` still reload).
     pub watch_policy: bool,
+    /// Sandbox limits for every WebAssembly plugin: linear memory per instance (default
+    /// 16 MiB, `--plugin-memory`) and CPU time per callback (default 5 ms, `--plugin-deadline`).
+    pub plugin_limits: crate::plugin::Limits,
 }
 
 impl Default for Config {
@@ -152,6 +155,7 @@ impl Default for Config {
             admin_listen: None,
             admin_token_file: None,
             watch_policy: true,
+            plugin_limits: crate::plugin::Limits::default(),
         }
     }
 }

@@ -342,7 +342,7 @@ async fn vcl_route(
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
     let mut body = Some(body);
-    let mut session = ClientSession::new(parts, client, program.default_backend());
+    let mut session = ClientSession::new(parts, client, version);
     loop {
         let mut action = program.run(Sub::Recv, &mut session);
         let step = loop {
@@ -364,7 +364,7 @@ async fn vcl_route(
                         lookup(shared, version, backend, client, &session.req, key, &mut Builtin).await
                     };
                     match looked {
-                        Ok(served) => break Ok(served),
+                        Ok((response, state)) => break Step::Served(response, state),
                         Err(diverted) => action = diverted,
                     }
                 }
@@ -380,31 +380,32 @@ async fn vcl_route(
                     let outgoing = body.take().map_or_else(fetch::empty_body, streamed);
                     let response =
                         fetch::pass(shared, version, backend, client, &session.req, outgoing).await;
-                    break Ok((response, CacheState::Pass));
+                    break Step::Served(response, CacheState::Pass);
                 }
                 Action::Purge => {
                     let key = vcl_key(program, &mut session);
                     shared.purge(&key);
                     break match program.run(Sub::Purge, &mut session) {
-                        Action::Synth { status, reason } => Err((status, Some(reason.to_string()))),
-                        Action::Restart => Err((0, None)),
-                        _ => Err((200, Some("Purged".to_string()))),
+                        Action::Synth { status, reason } => Step::Synth(status, Some(reason.to_string())),
+                        Action::Restart => Step::Restart,
+                        _ => Step::Synth(200, Some("Purged".to_string())),
                     };
                 }
-                Action::Synth { status, reason } => break Err((status, Some(reason.to_string()))),
-                Action::Restart => break Err((0, None)),
+                Action::Synth { status, reason } => break Step::Synth(status, Some(reason.to_string())),
+                Action::Restart => break Step::Restart,
                 Action::Fail { reason } => {
-                    break Err((
+                    break Step::Synth(
                         503,
                         Some(reason.map_or("VCL failed".to_string(), |r| r.to_string())),
-                    ))
+                    )
                 }
+                Action::PluginResponse { .. } => break Step::PluginAnswered,
                 other => {
                     let detail = format!(
                         "the policy returned {} here, which edgecache cannot do",
                         other.name()
                     );
-                    break Err((503, Some(detail)));
+                    break Step::Synth(503, Some(detail));
                 }
             }
         };
@@ -413,9 +414,12 @@ async fn vcl_route(
         }
         let status_header = &shared.cache_status_header;
         let outcome = match step {
-            Ok((response, state)) => vcl_deliver(program, &mut session, response, state, status_header),
-            Err((0, _)) => Deliver::Restart,
-            Err((status, reason)) => vcl_synth(program, &mut session, status, reason, status_header),
+            Step::Served(response, state) => {
+                vcl_deliver(program, &mut session, response, state, status_header)
+            }
+            Step::Restart => Deliver::Restart,
+            Step::Synth(status, reason) => vcl_synth(program, &mut session, status, reason, status_header),
+            Step::PluginAnswered => plugin_answered(&mut session, status_header),
         };
         match outcome {
             Deliver::Done(response, state) => return (response, state),
@@ -449,9 +453,41 @@ fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
     CacheKey::from_hash_data(&session.hash)
 }
 
+/// Where a client request's VCL steps led before delivery.
+enum Step {
+    Served(Response<ProxyBody>, CacheState),
+    /// `vcl_synth` with this status and reason.
+    Synth(u16, Option<String>),
+    Restart,
+    /// A plugin answered (`proxy_send_local_response`); its response is in the session.
+    PluginAnswered,
+}
+
 enum Deliver {
     Done(Response<ProxyBody>, CacheState),
     Restart,
+}
+
+/// A plugin's local response, sent as the plugin built it (like a `vcl_synth` page, it is
+/// not stored and `vcl_deliver` does not run over it).
+fn plugin_answered(session: &mut ClientSession, status_header: &http::HeaderName) -> Deliver {
+    let Some(local) = session.plugins.local.take() else {
+        return Deliver::Done(
+            synth::plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "a plugin answered without a response",
+            ),
+            CacheState::Synth,
+        );
+    };
+    let mut response = Response::new(ProxyBody::full(local.body));
+    *response.status_mut() = local.status;
+    *response.headers_mut() = local.headers;
+    response.headers_mut().insert(
+        status_header,
+        HeaderValue::from_static(CacheState::Synth.as_str()),
+    );
+    Deliver::Done(response, CacheState::Synth)
 }
 
 /// Runs `vcl_deliver` over a response (when the policy defines it: the builtin one only
@@ -489,6 +525,7 @@ fn vcl_deliver(
         Action::Synth { status, reason } => {
             vcl_synth(program, session, status, Some(reason.to_string()), status_header)
         }
+        Action::PluginResponse { .. } => plugin_answered(session, status_header),
         _ => Deliver::Done(Response::from_parts(parts, body), state),
     }
 }

@@ -14,6 +14,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::oneshot;
 
+use super::plugins::PluginCalls;
 use super::vcl::BackendSession;
 use super::{headers, respond, synth, Shared};
 use crate::backend::{Backend, BackendError, OutgoingBody, TimedBody};
@@ -27,7 +28,7 @@ use crate::cache::rules::vary::VaryRule;
 use crate::cache::rules::{self, age, conditional, freshness, invalidate, storable};
 use crate::cache::state::CacheState;
 use crate::version::Version;
-use policy_lang::{Program, Sub};
+use policy_lang::{Action, Program, Sub};
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
 /// `X-Forwarded-For` added, `Host` kept (HTTP/2 clients send `:authority` instead).
@@ -105,7 +106,7 @@ fn failure(
 /// Forwards the request, body included, and relays the response; nothing is stored.
 pub(super) async fn pass(
     shared: &Shared,
-    version: &Version,
+    version: &Arc<Version>,
     backend: &Backend,
     client: SocketAddr,
     parts: &Parts,
@@ -120,8 +121,12 @@ pub(super) async fn pass(
             if let Some(program) = version.policy_defining(Sub::BackendResponse) {
                 let mut request = parts.clone();
                 let mut session = BackendSession::new(&mut request, backend.name(), true);
+                session.plugins = PluginCalls::new(version);
                 session.beresp = Some(&mut head);
-                program.run(Sub::BackendResponse, &mut session);
+                let action = program.run(Sub::BackendResponse, &mut session);
+                if let Some(replaced) = replacement(action, &mut session) {
+                    return replaced;
+                }
             }
             relay(
                 Response::from_parts(head, body),
@@ -194,6 +199,9 @@ enum Delivery {
     Revalidated(Arc<CachedObject>),
     /// Not storable: relay it.
     Passed(Response<TimedBody>),
+    /// `vcl_backend_response` replaced the origin's response (a plugin's local response, an
+    /// `error`, a fail-closed plugin): send this instead; nothing is stored.
+    Replaced(Response<ProxyBody>),
     Failed(BackendError),
 }
 
@@ -317,6 +325,7 @@ pub(super) async fn miss(
                 CacheState::Pass,
             )
         }
+        Ok(Delivery::Replaced(response)) => (response, CacheState::Pass),
         Ok(Delivery::Failed(error)) => match stale_on_error(shared, stale.as_ref(), request_headers) {
             Some(object) => (
                 respond::from_object(object, method, request_headers, now),
@@ -363,6 +372,38 @@ pub(super) fn refresh_in_background(
     // Nobody waits for the answer: the refreshed object lands in the store.
     let (delivered, _) = oneshot::channel();
     tokio::spawn(task.run(bereq, delivered));
+}
+
+/// Why a fetched response is not stored.
+enum NotStored {
+    /// The rules or the policy say so: relay the response as it is.
+    Because(&'static str),
+    /// `vcl_backend_response` replaced the response: send this one.
+    Replaced(Response<ProxyBody>),
+}
+
+/// What the client gets instead of the origin's response when `vcl_backend_response` ends with
+/// a plugin's local response, `error` (also a fail-closed plugin's failure), `abandon` or
+/// `fail`; `None` for the actions that deliver the origin's response.
+fn replacement(action: Action, session: &mut BackendSession<'_>) -> Option<Response<ProxyBody>> {
+    match action {
+        Action::PluginResponse { .. } => {
+            let local = session.plugins.local.take()?;
+            let mut response = Response::new(ProxyBody::full(local.body));
+            *response.status_mut() = local.status;
+            *response.headers_mut() = local.headers;
+            Some(response)
+        }
+        Action::Error { status, reason } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            Some(synth::plain(status, &reason))
+        }
+        Action::Abandon | Action::Fail { .. } => Some(synth::plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the policy abandoned the backend response",
+        )),
+        _ => None,
+    }
 }
 
 struct FetchTask {
@@ -425,7 +466,14 @@ impl FetchTask {
         );
         let (head, rule) = match judged {
             Ok(judged) => judged,
-            Err(reason) => {
+            Err(NotStored::Replaced(response)) => {
+                if let Some(leader) = &self.leader {
+                    leader.publish(FetchOutcome::Uncacheable);
+                }
+                let _ = delivered.send(Delivery::Replaced(response));
+                return;
+            }
+            Err(NotStored::Because(reason)) => {
                 tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
                 match &self.leader {
                     Some(leader) => leader.publish(FetchOutcome::Uncacheable),
@@ -487,7 +535,11 @@ impl FetchTask {
                 self.shared.store.insert(self.key.clone(), rule, object.clone());
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
-            Err(reason) => {
+            Err(NotStored::Replaced(response)) => {
+                self.shared.store.purge(&self.key);
+                let _ = delivered.send(Delivery::Replaced(response));
+            }
+            Err(NotStored::Because(reason)) => {
                 // The merged response forbids storing now (e.g. `no-store` in the 304): serve
                 // the stored body this once and drop the object.
                 tracing::debug!(reason, "revalidated object no longer storable");
@@ -511,7 +563,7 @@ impl FetchTask {
         version: http::Version,
         request_time: SystemTime,
         response_time: SystemTime,
-    ) -> Result<(ObjectHead, VaryRule), &'static str> {
+    ) -> Result<(ObjectHead, VaryRule), NotStored> {
         let shared = &self.shared;
         // A missing or invalid Date is replaced by the receipt time (RFC 9110 §6.6.1), so that
         // `Expires` − `Date` and the apparent age are computed from a real clock reading.
@@ -529,19 +581,19 @@ impl FetchTask {
                 &directives,
                 &shared.storing,
             )
-            .map_err(|reason| reason.as_str())?;
+            .map_err(|reason| NotStored::Because(reason.as_str()))?;
         } else if status.is_informational()
             || *status == StatusCode::PARTIAL_CONTENT
             || *status == StatusCode::NOT_MODIFIED
         {
-            return Err("status");
+            return Err(NotStored::Because("status"));
         }
         let too_large = fields
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
             .is_some_and(|length| length > shared.max_object_size);
         if too_large {
-            return Err("larger than max-object-size");
+            return Err(NotStored::Because("larger than max-object-size"));
         }
         let lifetime = freshness::freshness_lifetime(*status, fields, &directives, &shared.freshness);
         tracing::trace!(source = lifetime.source.as_str(), lifetime = ?lifetime.value, "freshness");
@@ -551,10 +603,8 @@ impl FetchTask {
         let (mut grace, mut keep) = (shared.grace, shared.keep);
         if let Some(program) = self.version.policy.as_ref() {
             let remaining = ttl.saturating_sub(initial_age);
-            let decision = self.vcl_backend_response(program, status, fields, version, remaining);
-            let Some((vcl_ttl, vcl_grace, vcl_keep)) = decision else {
-                return Err("beresp.uncacheable set by the policy");
-            };
+            let (vcl_ttl, vcl_grace, vcl_keep) =
+                self.vcl_backend_response(program, status, fields, version, remaining)?;
             // `beresp.ttl` counts from now, RFC lifetimes from the response's creation.
             ttl = vcl_ttl + initial_age;
             (grace, keep) = (vcl_grace, vcl_keep);
@@ -566,12 +616,14 @@ impl FetchTask {
             && (directives.stale_while_revalidate.unwrap_or(0) > 0
                 || directives.stale_if_error.unwrap_or(0) > 0);
         if ttl <= initial_age && !has_validator && !stale_window {
-            return Err("no freshness left, nothing to revalidate with, no stale window");
+            return Err(NotStored::Because(
+                "no freshness left, nothing to revalidate with, no stale window",
+            ));
         }
         let retention = freshness::retention(ttl, initial_age, &directives, has_validator, grace, keep);
         let rule = VaryRule::from_response(fields);
         if matches!(rule, VaryRule::Star) {
-            return Err("vary-star");
+            return Err(NotStored::Because("vary-star"));
         }
         let variant = rule.request_fingerprint(&self.request.headers);
         let mut stored = fields.clone();
@@ -607,8 +659,8 @@ impl FetchTask {
     }
 
     /// Runs `vcl_backend_response` (the user's, then the builtin's): the policy may edit the
-    /// headers to be stored and set `beresp.ttl` / `grace` / `keep` / `uncacheable`. Returns
-    /// the TTL, grace and keep to store with, or `None` when the response must not be stored.
+    /// headers to be stored and set `beresp.ttl` / `grace` / `keep` / `uncacheable`, and may
+    /// run plugins. Returns the TTL, grace and keep to store with, or why not to store.
     fn vcl_backend_response(
         &self,
         program: &Program,
@@ -616,7 +668,7 @@ impl FetchTask {
         fields: &mut http::HeaderMap,
         version: http::Version,
         ttl: Duration,
-    ) -> Option<(Duration, Duration, Duration)> {
+    ) -> Result<(Duration, Duration, Duration), NotStored> {
         let mut beresp = Response::new(()).into_parts().0;
         beresp.status = *status;
         beresp.version = version;
@@ -626,8 +678,12 @@ impl FetchTask {
         session.ttl = ttl.as_secs_f64();
         session.grace = self.shared.grace.as_secs_f64();
         session.keep = self.shared.keep.as_secs_f64();
+        session.plugins = PluginCalls::new(&self.version);
         session.beresp = Some(&mut beresp);
-        program.run(Sub::BackendResponse, &mut session);
+        let action = program.run(Sub::BackendResponse, &mut session);
+        if let Some(replaced) = replacement(action, &mut session) {
+            return Err(NotStored::Replaced(replaced));
+        }
         let seconds = |value: f64| Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::ZERO);
         let decision = (!session.uncacheable).then(|| {
             (
@@ -638,7 +694,7 @@ impl FetchTask {
         });
         *fields = std::mem::take(&mut beresp.headers);
         *status = beresp.status;
-        decision
+        decision.ok_or(NotStored::Because("beresp.uncacheable set by the policy"))
     }
 
     /// Reads the origin body into `sink` and stores the object once complete.

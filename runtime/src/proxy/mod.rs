@@ -9,6 +9,7 @@ mod access_log;
 mod driver;
 mod fetch;
 mod headers;
+mod plugins;
 mod respond;
 mod synth;
 mod vcl;

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
-use policy_lang::{BackendId, BanExpr, Context, Scope, Value, Var};
+use policy_lang::{BackendId, BanExpr, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, Var};
 
+use super::plugins::PluginCalls;
 use crate::cache::object::CachedObject;
 
 /// Transaction ids for `req.xid` / `bereq.xid` (Varnish numbers its transactions the same way).
@@ -112,10 +113,15 @@ pub(super) struct ClientSession {
     pub obj: Option<Arc<CachedObject>>,
     pub synthetic: Option<String>,
     pub bans: Vec<BanExpr>,
+    pub plugins: PluginCalls,
 }
 
 impl ClientSession {
-    pub fn new(req: Parts, client: SocketAddr, backend_hint: Option<BackendId>) -> ClientSession {
+    pub fn new(req: Parts, client: SocketAddr, version: &Arc<crate::version::Version>) -> ClientSession {
+        let backend_hint = version
+            .policy
+            .as_ref()
+            .and_then(policy_lang::Program::default_backend);
         ClientSession {
             req,
             client,
@@ -129,6 +135,7 @@ impl ClientSession {
             obj: None,
             synthetic: None,
             bans: Vec::new(),
+            plugins: PluginCalls::new(version),
         }
     }
 }
@@ -260,6 +267,17 @@ impl Context for ClientSession {
     fn log(&mut self, msg: &str) {
         tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
     }
+
+    fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
+        let client = Some(self.client);
+        match (phase, self.resp.as_mut()) {
+            (PluginPhase::Response, Some(resp)) => {
+                self.plugins
+                    .response(plugin, &mut self.req, client, &mut resp.status, &mut resp.headers)
+            }
+            _ => self.plugins.request(plugin, &mut self.req, client),
+        }
+    }
 }
 
 /// Backend-side state: the origin request and, in `vcl_backend_response`, the response and
@@ -275,6 +293,8 @@ pub(super) struct BackendSession<'a> {
     pub xid: i64,
     /// `vcl_backend_error`'s page.
     pub synthetic: Option<String>,
+    /// Plugins `vcl_backend_response` runs (none unless the fetch sets them).
+    pub plugins: PluginCalls,
 }
 
 impl<'a> BackendSession<'a> {
@@ -289,6 +309,7 @@ impl<'a> BackendSession<'a> {
             backend_name,
             xid: next_xid(),
             synthetic: None,
+            plugins: PluginCalls::none(),
         }
     }
 }
@@ -388,5 +409,15 @@ impl Context for BackendSession<'_> {
 
     fn log(&mut self, msg: &str) {
         tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
+    }
+
+    fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
+        match (phase, self.beresp.as_deref_mut()) {
+            (PluginPhase::Response, Some(beresp)) => {
+                self.plugins
+                    .response(plugin, self.bereq, None, &mut beresp.status, &mut beresp.headers)
+            }
+            _ => self.plugins.request(plugin, self.bereq, None),
+        }
     }
 }

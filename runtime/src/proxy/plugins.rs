@@ -1,0 +1,143 @@
+//! A request's plugin calls: what `plugin.request(NAME);` and `plugin.response(NAME);` do.
+//!
+//! One [`PluginCalls`] lives in each VCL session. It opens a plugin's stream (its proxy-wasm
+//! HTTP context) on the first call and keeps it for the later phases of the same session, so a
+//! plugin sees `vcl_recv`'s request and `vcl_deliver`'s response in one context, as on Envoy.
+//! It lends the session's header maps to the plugin host as owned views and takes them back,
+//! so the statements after the call see the plugin's edits. It applies the plugin's
+//! `.on_error`, and keeps a local response (`proxy_send_local_response`) for the driver to
+//! send.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::{HeaderMap, StatusCode};
+use policy_lang::{OnError, PluginId, PluginOutcome};
+
+use crate::plugin::{LocalResponse, PluginError, PluginStream, RequestView, ResponseView, Verdict};
+use crate::version::Version;
+
+/// The plugin streams one session has opened.
+pub(super) struct PluginCalls {
+    /// The version whose plugins run; `None` when it has none (nothing to call).
+    version: Option<Arc<Version>>,
+    streams: Vec<(PluginId, PluginStream)>,
+    /// What a plugin answered the request with, for [`Action::PluginResponse`].
+    ///
+    /// [`Action::PluginResponse`]: policy_lang::Action::PluginResponse
+    pub local: Option<LocalResponse>,
+}
+
+impl PluginCalls {
+    pub fn new(version: &Arc<Version>) -> PluginCalls {
+        PluginCalls {
+            version: (!version.plugins.is_empty()).then(|| version.clone()),
+            streams: Vec::new(),
+            local: None,
+        }
+    }
+
+    /// For sessions that run no plugin statement.
+    pub fn none() -> PluginCalls {
+        PluginCalls {
+            version: None,
+            streams: Vec::new(),
+            local: None,
+        }
+    }
+
+    /// `plugin.request(NAME);`: the plugin's request-headers callback over `req`.
+    pub fn request(&mut self, id: PluginId, req: &mut Parts, client: Option<SocketAddr>) -> PluginOutcome {
+        let Some(stream) = self.stream(id) else {
+            return PluginOutcome::Continue;
+        };
+        let mut view = lend_request(req, client);
+        let result = stream.on_request_headers(&mut view);
+        take_back_request(req, view);
+        self.outcome(id, result)
+    }
+
+    /// `plugin.response(NAME);`: the plugin's response-headers callback over a response,
+    /// with the request it answers (read by plugins that look at both).
+    pub fn response(
+        &mut self,
+        id: PluginId,
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+        status: &mut StatusCode,
+        headers: &mut HeaderMap,
+    ) -> PluginOutcome {
+        let Some(stream) = self.stream(id) else {
+            return PluginOutcome::Continue;
+        };
+        let mut request = lend_request(req, client);
+        let mut response = ResponseView::new(*status, std::mem::take(headers));
+        let result = stream.on_response_headers(Some(&mut request), &mut response);
+        take_back_request(req, request);
+        *status = response.status;
+        *headers = response.headers;
+        self.outcome(id, result)
+    }
+
+    fn stream(&mut self, id: PluginId) -> Option<&mut PluginStream> {
+        let version = self.version.as_ref()?;
+        let position = match self.streams.iter().position(|(open, _)| *open == id) {
+            Some(position) => position,
+            None => {
+                let plugin = version.plugins.get(id.index())?;
+                self.streams.push((id, plugin.stream()));
+                self.streams.len() - 1
+            }
+        };
+        Some(&mut self.streams[position].1)
+    }
+
+    fn outcome(&mut self, id: PluginId, result: Result<Verdict, PluginError>) -> PluginOutcome {
+        match result {
+            Ok(Verdict::Continue) => PluginOutcome::Continue,
+            Ok(Verdict::LocalResponse(local)) => {
+                let status = local.status.as_u16();
+                self.local = Some(local);
+                PluginOutcome::LocalResponse { status }
+            }
+            // The host has logged the cause and counted it; this says what the request got.
+            Err(error) => match self.on_error(id) {
+                OnError::Deny => {
+                    tracing::warn!(plugin = %error.plugin, "request answered 503: the plugin failed and its .on_error is deny");
+                    PluginOutcome::Failed
+                }
+                OnError::Continue => {
+                    tracing::info!(plugin = %error.plugin, "request goes on without the plugin: it failed and its .on_error is continue");
+                    PluginOutcome::Continue
+                }
+            },
+        }
+    }
+
+    fn on_error(&self, id: PluginId) -> OnError {
+        self.version
+            .as_ref()
+            .and_then(|version| version.policy.as_ref())
+            .and_then(|program| program.plugins().get(id.index()))
+            .map_or(OnError::Deny, |decl| decl.on_error)
+    }
+}
+
+/// Moves the request's fields into a view for one callback (no copy of the header map).
+fn lend_request(req: &mut Parts, client: Option<SocketAddr>) -> RequestView {
+    let mut view = RequestView::new(
+        req.method.clone(),
+        std::mem::take(&mut req.uri),
+        std::mem::take(&mut req.headers),
+    );
+    view.version = req.version;
+    view.client_addr = client;
+    view
+}
+
+fn take_back_request(req: &mut Parts, view: RequestView) {
+    req.method = view.method;
+    req.uri = view.uri;
+    req.headers = view.headers;
+}
