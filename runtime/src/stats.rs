@@ -42,5 +42,12 @@ impl Stats {
 pub struct BackendStats {
     pub fetches: AtomicU64,
     pub failures: AtomicU64,
+    /// Requests sent whose response body has not ended (or failed) yet.
     pub in_flight: AtomicU64,
+    /// Requests refused without contacting the origin because `.max_connections` were in flight.
+    pub refused: AtomicU64,
+    /// Health probes answered with the expected status.
+    pub probes_good: AtomicU64,
+    /// Health probes that failed: refused, timed out, or answered with another status.
+    pub probes_bad: AtomicU64,
 }

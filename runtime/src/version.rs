@@ -88,25 +88,32 @@ fn backends(
     policy: Option<&Program>,
     previous: Option<&Version>,
 ) -> Result<Vec<Backend>, StartError> {
-    let reuse = |name: &str, address: &str, timeouts: BackendTimeouts| -> Result<Backend, StartError> {
-        let kept = previous
-            .into_iter()
-            .flat_map(|version| version.backends.iter())
-            .find(|backend| {
-                backend.name() == name && backend.address() == address && backend.timeouts() == timeouts
-            });
-        match kept {
-            Some(backend) => Ok(backend.clone()),
-            None => Backend::new(name, address, timeouts)
-                .map_err(|error| StartError::Backend(format!("{name}: {error}"))),
-        }
-    };
+    // A backend is reused only when nothing about it changed (a changed probe starts a new one).
+    let reuse =
+        |name: &str, address: &str, options: crate::backend::BackendOptions| -> Result<Backend, StartError> {
+            let kept = previous
+                .into_iter()
+                .flat_map(|version| version.backends.iter())
+                .find(|backend| {
+                    backend.name() == name && backend.address() == address && *backend.options() == options
+                });
+            match kept {
+                Some(backend) => Ok(backend.clone()),
+                None => Backend::new(name, address, options)
+                    .map_err(|error| StartError::Backend(format!("{name}: {error}"))),
+            }
+        };
     let declared = policy.map_or(&[][..], Program::backends);
     if declared.is_empty() {
         let address = config.backend.as_deref().ok_or_else(|| {
             StartError::Backend("no backend given (-b HOST:PORT) and the policy declares none".into())
         })?;
-        return Ok(vec![reuse("default", address, config.timeouts)?]);
+        let options = crate::backend::BackendOptions {
+            timeouts: config.timeouts,
+            max_connections: None,
+            probe: None,
+        };
+        return Ok(vec![reuse("default", address, options)?]);
     }
     declared
         .iter()
@@ -118,7 +125,12 @@ fn backends(
                     .between_bytes_timeout
                     .unwrap_or(config.timeouts.between_bytes),
             };
-            reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), timeouts)
+            let options = crate::backend::BackendOptions {
+                timeouts,
+                max_connections: decl.max_connections,
+                probe: decl.probe.clone(),
+            };
+            reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), options)
         })
         .collect()
 }

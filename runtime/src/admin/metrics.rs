@@ -7,7 +7,9 @@
 //!
 //! Names (all prefixed `edgecache_`): `requests_total{result}`, `coalesced_waits_total`,
 //! `backend_fetches_total{backend}`, `backend_failures_total{backend}`,
-//! `backend_in_flight{backend}`, `cache_objects`, `cache_bytes`, `cache_evictions_total`,
+//! `backend_in_flight{backend}`, `backend_refused_total{backend}`, `backend_healthy{backend}`
+//! (1 or 0; always 1 without a probe), `backend_probes_total{backend,result}` (`good`/`bad`, probed
+//! backends only), `cache_objects`, `cache_bytes`, `cache_evictions_total`,
 //! `bans`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
 //! `request_duration_seconds` (histogram).
 
@@ -170,11 +172,51 @@ impl Collector for Counters {
         family(
             &mut encoder,
             "edgecache_backend_in_flight",
-            "Requests waiting on each backend now",
+            "Requests sent to each backend whose response body has not ended",
             MetricType::Gauge,
             "backend",
             backends().map(|(name, stats)| (name, ConstGauge::new(as_gauge(load(&stats.in_flight))))),
         )?;
+        family(
+            &mut encoder,
+            "edgecache_backend_refused",
+            "Requests failed without contacting the backend because max_connections were in flight",
+            MetricType::Counter,
+            "backend",
+            backends().map(|(name, stats)| (name, ConstCounter::new(load(&stats.refused)))),
+        )?;
+        family(
+            &mut encoder,
+            "edgecache_backend_healthy",
+            "1 when the backend's probe says it is healthy (always 1 without a probe), else 0",
+            MetricType::Gauge,
+            "backend",
+            version.backends.iter().map(|backend| {
+                (
+                    backend.name().to_string(),
+                    ConstGauge::new(i64::from(backend.healthy())),
+                )
+            }),
+        )?;
+        {
+            let mut probes = encoder.encode_descriptor(
+                "edgecache_backend_probes",
+                "Health probes of each probed backend by result",
+                None,
+                MetricType::Counter,
+            )?;
+            for backend in version
+                .backends
+                .iter()
+                .filter(|backend| backend.options().probe.is_some())
+            {
+                let stats = backend.stats();
+                for (result, value) in [("good", &stats.probes_good), ("bad", &stats.probes_bad)] {
+                    let labels = [("backend", backend.name()), ("result", result)];
+                    ConstCounter::new(load(value)).encode(probes.encode_family(&labels)?)?;
+                }
+            }
+        }
         gauge(
             &mut encoder,
             "edgecache_cache_objects",

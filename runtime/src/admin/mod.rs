@@ -5,7 +5,7 @@
 //! | `GET /status` | JSON: version, uptime, active policy (path, files, sha256, loaded at, generation), reloads, last reload error |
 //! | `GET /stats` | JSON counters: requests by cache result, coalesced waits, cache, bans, reloads, backends |
 //! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
-//! | `GET /backends` | JSON: each backend of the active version with its counters |
+//! | `GET /backends` | JSON: each backend of the active version: health, probe window (`H` good, `-` bad, oldest first), in-flight requests, counters |
 //! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL) |
 //! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`); 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
@@ -290,12 +290,30 @@ fn backends(state: &State) -> Value {
         .iter()
         .map(|backend| {
             let stats = backend.stats();
+            // Without a probe a backend is always healthy and `probe` is null.
+            let probe = backend.health().map(|health| {
+                json!({
+                    "good": health.good,
+                    "threshold": health.threshold,
+                    "window": health.window,
+                    "bits": health.bits,
+                    "last_change": httpdate::fmt_http_date(health.last_change),
+                    "last_change_unix": unix(health.last_change),
+                    "last_failure": health.last_failure,
+                    "probes_good": stats.probes_good.load(Relaxed),
+                    "probes_bad": stats.probes_bad.load(Relaxed),
+                })
+            });
             json!({
                 "name": backend.name(),
                 "address": backend.address(),
+                "healthy": backend.healthy(),
                 "fetches": stats.fetches.load(Relaxed),
                 "failures": stats.failures.load(Relaxed),
-                "in_flight": stats.in_flight.load(Relaxed),
+                "in_flight": backend.in_flight(),
+                "max_connections": backend.options().max_connections,
+                "refused": stats.refused.load(Relaxed),
+                "probe": probe,
             })
         })
         .collect();

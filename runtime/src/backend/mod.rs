@@ -1,17 +1,23 @@
 //! Origins: pooled keep-alive HTTP/1.1 connections with connect, first-byte and between-bytes
-//! timeouts.
+//! timeouts, in-flight accounting with `.max_connections`, and health probes.
 //!
 //! A [`Backend`] sends one request and returns the response head with a body that enforces the
-//! between-bytes timeout. Failures come back as a [`BackendError`] naming the backend and the
-//! stage that failed; the proxy decides what the client sees. This module never touches the
-//! cache or the policy.
+//! between-bytes timeout and keeps the request counted in [`Backend::in_flight`] until the body
+//! ends. Failures come back as a [`BackendError`] naming the backend and the stage that failed;
+//! the proxy decides what the client sees. A backend with a `.probe` polls its origin in the
+//! background ([`probe`]) and reports [`Backend::healthy`] as Varnish does ([`health`]); it is
+//! the caller (a director, the proxy) that decides what to do with a sick backend. This module
+//! never touches the cache or the policy.
 
+mod admission;
 mod error;
+mod health;
+mod probe;
 mod timed_body;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Request, Response, Uri};
@@ -24,30 +30,54 @@ use crate::cache::body::BoxError;
 use crate::config::BackendTimeouts;
 use crate::stats::BackendStats;
 
+use admission::InFlight;
 pub use error::{BackendError, FailureKind, Stage};
+use health::Health;
+pub use health::HealthReport;
 pub use timed_body::TimedBody;
 
 /// Body type of requests sent to an origin.
 pub type OutgoingBody = UnsyncBoxBody<Bytes, BoxError>;
 
-/// One origin server.
+/// How to talk to an origin, beyond its address. Two backends with equal options (and name and
+/// address) are interchangeable, so a reload keeps the old one and its connections and health.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendOptions {
+    pub timeouts: BackendTimeouts,
+    /// `.max_connections`: requests in flight at once; more fail at once. `None`: no limit.
+    pub max_connections: Option<u32>,
+    /// `.probe`: poll the origin in the background and track its health.
+    pub probe: Option<policy_lang::ProbeDecl>,
+}
+
+/// One origin server. Clones share the connection pool, counters and health; the probe task
+/// stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct Backend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     name: String,
     authority: http::uri::Authority,
-    timeouts: BackendTimeouts,
+    options: BackendOptions,
     client: Client<HttpConnector, OutgoingBody>,
     stats: Arc<BackendStats>,
+    /// With a probe: its state, and the task feeding it (aborted when this is dropped).
+    health: Option<(Arc<Health>, probe::Prober)>,
 }
+
+// === impl Backend ===
 
 impl Backend {
     fn failed(&self, error: BackendError) -> BackendError {
-        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        self.inner.stats.failures.fetch_add(1, Ordering::Relaxed);
         error
     }
 
-    /// A backend called `name` at `address` (`host:port`).
-    pub fn new(name: &str, address: &str, timeouts: BackendTimeouts) -> Result<Backend, String> {
+    /// A backend called `name` at `address` (`host:port`). With a probe it starts probing at
+    /// once, on the current tokio runtime (an error when there is none).
+    pub fn new(name: &str, address: &str, options: BackendOptions) -> Result<Backend, String> {
         let authority: http::uri::Authority = address
             .parse()
             .map_err(|_| format!("`{address}` is not HOST:PORT"))?;
@@ -56,39 +86,87 @@ impl Backend {
         }
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(timeouts.connect));
+        connector.set_connect_timeout(Some(options.timeouts.connect));
         connector.enforce_http(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
+        let stats = Arc::<BackendStats>::default();
+        let health = match &options.probe {
+            None => None,
+            Some(decl) => {
+                let runtime = tokio::runtime::Handle::try_current()
+                    .map_err(|_| "a probed backend needs a tokio runtime to run its probe".to_string())?;
+                let health = Arc::new(Health::new(decl, SystemTime::now()));
+                let target = probe::Target {
+                    backend: name.to_string(),
+                    address: authority.as_str().to_string(),
+                    host: authority.host().to_string(),
+                    probe: decl.clone(),
+                };
+                let prober = probe::spawn(&runtime, target, health.clone(), stats.clone());
+                Some((health, prober))
+            }
+        };
         Ok(Backend {
-            stats: Arc::default(),
-            name: name.to_string(),
-            authority,
-            timeouts,
-            client,
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                authority,
+                options,
+                client,
+                stats,
+                health,
+            }),
         })
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
     pub fn stats(&self) -> &BackendStats {
-        &self.stats
+        &self.inner.stats
+    }
+
+    pub fn options(&self) -> &BackendOptions {
+        &self.inner.options
     }
 
     pub fn timeouts(&self) -> BackendTimeouts {
-        self.timeouts
+        self.inner.options.timeouts
     }
 
     /// `host:port` of the origin.
     pub fn address(&self) -> &str {
-        self.authority.as_str()
+        self.inner.authority.as_str()
+    }
+
+    /// Whether the probe says the origin is up; always true without a probe. One atomic load.
+    pub fn healthy(&self) -> bool {
+        self.inner
+            .health
+            .as_ref()
+            .is_none_or(|(health, _)| health.healthy())
+    }
+
+    /// The probe's state (window, good results, last change, last failure); `None` without a
+    /// probe.
+    pub fn health(&self) -> Option<HealthReport> {
+        self.inner.health.as_ref().map(|(health, _)| health.report())
+    }
+
+    /// Requests sent to this backend whose response body has not ended (or failed) yet.
+    pub fn in_flight(&self) -> usize {
+        usize::try_from(self.inner.stats.in_flight.load(Ordering::Acquire)).unwrap_or(usize::MAX)
     }
 
     /// Sends `request` (its URI's path and query are kept, the authority becomes this
     /// backend's) and waits for the response head at most the first-byte timeout.
+    ///
+    /// With `.max_connections` requests already in flight it fails at once (a `Connect`-stage
+    /// `Down` error, "max_connections (N) reached", counted in `refused`, not in `failures`)
+    /// without contacting the origin. It does not look at health: choosing a healthy backend is
+    /// the caller's job.
     pub async fn send(
         &self,
         mut request: Request<OutgoingBody>,
@@ -100,16 +178,24 @@ impl Backend {
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
         *request.uri_mut() = Uri::builder()
             .scheme("http")
-            .authority(self.authority.clone())
+            .authority(self.inner.authority.clone())
             .path_and_query(path_and_query)
             .build()
             .expect("scheme, authority and path were each valid");
         *request.version_mut() = http::Version::HTTP_11;
-        let budget = self.timeouts.connect + self.timeouts.first_byte;
-        self.stats.fetches.fetch_add(1, Ordering::Relaxed);
-        self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-        let outcome = tokio::time::timeout(budget, self.client.request(request)).await;
-        self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let inner = &*self.inner;
+        let in_flight = match InFlight::try_enter(&inner.stats, inner.options.max_connections) {
+            Ok(in_flight) => in_flight,
+            Err(max) => {
+                inner.stats.refused.fetch_add(1, Ordering::Relaxed);
+                let detail = format!("max_connections ({max}) reached");
+                return Err(BackendError::new(self, Stage::Connect, FailureKind::Down, detail));
+            }
+        };
+        let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
+        inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
+        // On failure `in_flight` is dropped on return; on success it moves into the body.
+        let outcome = tokio::time::timeout(budget, inner.client.request(request)).await;
         let response = match outcome {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => return Err(self.failed(BackendError::from_client(self, error))),
@@ -123,7 +209,10 @@ impl Backend {
                 return Err(self.failed(error));
             }
         };
-        let between_bytes = self.timeouts.between_bytes;
-        Ok(response.map(|body| TimedBody::new(body, between_bytes, self.name.clone())))
+        let between_bytes = inner.options.timeouts.between_bytes;
+        Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,4 +1,5 @@
-//! An origin response body that fails when the origin goes quiet for too long.
+//! An origin response body that fails when the origin goes quiet for too long, and keeps its
+//! request counted as in flight until it ends, fails or is dropped.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,6 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::admission::InFlight;
 use crate::cache::body::BoxError;
 
 /// `Incoming` with the between-bytes timeout.
@@ -18,15 +20,18 @@ pub struct TimedBody {
     limit: Duration,
     deadline: Pin<Box<Sleep>>,
     backend: String,
+    /// Released at the end of the body, on its first error, or when it is dropped.
+    in_flight: Option<InFlight>,
 }
 
 impl TimedBody {
-    pub(super) fn new(inner: Incoming, limit: Duration, backend: String) -> TimedBody {
+    pub(super) fn new(inner: Incoming, limit: Duration, backend: String, in_flight: InFlight) -> TimedBody {
         TimedBody {
             inner,
             limit,
             deadline: Box::pin(tokio::time::sleep(limit)),
             backend,
+            in_flight: Some(in_flight),
         }
     }
 }
@@ -44,16 +49,23 @@ impl Body for TimedBody {
             Poll::Ready(frame) => {
                 let next = Instant::now() + this.limit;
                 this.deadline.as_mut().reset(next);
+                let finished = !matches!(frame, Some(Ok(_))) || this.inner.is_end_stream();
+                if finished {
+                    this.in_flight = None;
+                }
                 Poll::Ready(frame.map(|f| {
                     f.map_err(|error| format!("backend {}: body broken: {error}", this.backend).into())
                 }))
             }
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(format!(
-                    "backend {}: between-bytes timeout ({:?}) reading body",
-                    this.backend, this.limit
-                )
-                .into()))),
+                Poll::Ready(()) => {
+                    this.in_flight = None;
+                    Poll::Ready(Some(Err(format!(
+                        "backend {}: between-bytes timeout ({:?}) reading body",
+                        this.backend, this.limit
+                    )
+                    .into())))
+                }
                 Poll::Pending => Poll::Pending,
             },
         }
