@@ -184,8 +184,16 @@ impl Origin {
     /// A hyper HTTP/1.1 origin answering every request with `handler(request)`. The request body
     /// is read before the handler runs.
     pub async fn start(handler: impl Fn(&Request<Bytes>) -> OriginReply + Send + Sync + 'static) -> Origin {
+        Origin::start_at(SocketAddr::from(([127, 0, 0, 1], 0)), handler).await
+    }
+
+    /// [`Origin::start`] on a given address (to bring a stopped origin back on its port).
+    pub async fn start_at(
+        addr: SocketAddr,
+        handler: impl Fn(&Request<Bytes>) -> OriginReply + Send + Sync + 'static,
+    ) -> Origin {
         let handler: Arc<Handler> = Arc::new(handler);
-        Origin::spawn(move |stream, state| {
+        Origin::spawn(addr, move |stream, state| {
             let handler = handler.clone();
             async move {
                 let service = service_fn(move |request: Request<Incoming>| {
@@ -210,7 +218,7 @@ impl Origin {
     /// `bytes` and closes. For broken responses (garbage, truncated bodies).
     pub async fn raw(bytes: impl Into<Bytes>) -> Origin {
         let bytes: Bytes = bytes.into();
-        Origin::spawn(move |mut stream, state| {
+        Origin::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), move |mut stream, state| {
             let bytes = bytes.clone();
             async move {
                 let mut head = Vec::new();
@@ -243,12 +251,12 @@ impl Origin {
         .await
     }
 
-    async fn spawn<F, Fut>(serve: F) -> Origin
+    async fn spawn<F, Fut>(addr: SocketAddr, serve: F) -> Origin
     where
         F: Fn(TcpStream, Arc<OriginState>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("origin binds");
+        let listener = TcpListener::bind(addr).await.expect("origin binds");
         let addr = listener.local_addr().expect("bound address");
         let state = Arc::new(OriginState::default());
         let (stop, mut stopped) = oneshot::channel::<()>();

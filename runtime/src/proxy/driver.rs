@@ -18,9 +18,10 @@ use policy_lang::{Action, Program, Sub};
 use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
+use super::fetch::{self, Route};
 use super::vcl::{ClientResponse, ClientSession};
-use super::{fetch, respond, synth, Shared};
-use crate::backend::{Backend, OutgoingBody};
+use super::{respond, synth, Shared};
+use crate::backend::OutgoingBody;
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
 use crate::cache::key::CacheKey;
@@ -88,18 +89,18 @@ async fn route(
     request: Request<Incoming>,
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
-    let backend = version.default_backend();
+    let route = Route::pick(version, None);
     if parts.method.as_str() == "PURGE" {
         return (purge(shared, client, &parts), CacheState::Synth);
     }
     if builtin_passes(&parts) {
         return (
-            fetch::pass(shared, version, backend, client, &parts, streamed(body)).await,
+            fetch::pass(shared, version, route, client, &parts, streamed(body)).await,
             CacheState::Pass,
         );
     }
     let key = default_key(&parts);
-    match lookup(shared, version, backend, client, &parts, key, &mut Builtin).await {
+    match lookup(shared, version, route, client, &parts, key, &mut Builtin).await {
         Ok(served) => served,
         Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
     }
@@ -150,7 +151,7 @@ fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<Proxy
 async fn lookup(
     shared: &Arc<Shared>,
     version: &Arc<Version>,
-    backend: &Backend,
+    route: Route<'_>,
     client: SocketAddr,
     request: &Parts,
     key: CacheKey,
@@ -191,7 +192,7 @@ async fn lookup(
                         fetch::refresh_in_background(
                             shared,
                             version,
-                            backend,
+                            route,
                             client,
                             request,
                             key.clone(),
@@ -224,17 +225,7 @@ async fn lookup(
             if let Some(action) = hooks.miss() {
                 return Err(action);
             }
-            return Ok(fetch::miss(
-                shared,
-                version,
-                backend,
-                client,
-                request.clone(),
-                key,
-                None,
-                stored,
-            )
-            .await);
+            return Ok(fetch::miss(shared, version, route, client, request.clone(), key, None, stored).await);
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
@@ -243,7 +234,7 @@ async fn lookup(
                 }
                 let parts = request.clone();
                 return Ok(
-                    fetch::miss(shared, version, backend, client, parts, key, Some(leader), stored).await,
+                    fetch::miss(shared, version, route, client, parts, key, Some(leader), stored).await,
                 );
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
@@ -257,7 +248,7 @@ async fn lookup(
                 }
                 FetchOutcome::Uncacheable => {
                     let response =
-                        fetch::pass(shared, version, backend, client, request, fetch::empty_body()).await;
+                        fetch::pass(shared, version, route, client, request, fetch::empty_body()).await;
                     return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
@@ -265,17 +256,7 @@ async fn lookup(
         }
     }
     let stored = shared.store.lookup(&key, &request.headers);
-    Ok(fetch::miss(
-        shared,
-        version,
-        backend,
-        client,
-        request.clone(),
-        key,
-        None,
-        stored,
-    )
-    .await)
+    Ok(fetch::miss(shared, version, route, client, request.clone(), key, None, stored).await)
 }
 
 /// A lookup's result: a response, or the policy's `vcl_hit` / `vcl_miss` sending the request
@@ -349,19 +330,19 @@ async fn vcl_route(
             match action {
                 Action::Lookup => {
                     let key = vcl_key(program, &mut session);
-                    let backend = version.backend_for(session.backend_hint);
+                    let route = Route::pick(version, session.backend_hint);
                     let looked = if session.hash_always_miss {
                         let request = session.req.clone();
-                        Ok(fetch::miss(shared, version, backend, client, request, key, None, None).await)
+                        Ok(fetch::miss(shared, version, route, client, request, key, None, None).await)
                     } else if program.has_sub(Sub::Hit) || program.has_sub(Sub::Miss) {
                         let request = session.req.clone();
                         let mut hooks = VclHooks {
                             program,
                             session: &mut session,
                         };
-                        lookup(shared, version, backend, client, &request, key, &mut hooks).await
+                        lookup(shared, version, route, client, &request, key, &mut hooks).await
                     } else {
-                        lookup(shared, version, backend, client, &session.req, key, &mut Builtin).await
+                        lookup(shared, version, route, client, &session.req, key, &mut Builtin).await
                     };
                     match looked {
                         Ok((response, state)) => break Step::Served(response, state),
@@ -376,10 +357,9 @@ async fn vcl_route(
                             continue;
                         }
                     }
-                    let backend = version.backend_for(session.backend_hint);
+                    let route = Route::pick(version, session.backend_hint);
                     let outgoing = body.take().map_or_else(fetch::empty_body, streamed);
-                    let response =
-                        fetch::pass(shared, version, backend, client, &session.req, outgoing).await;
+                    let response = fetch::pass(shared, version, route, client, &session.req, outgoing).await;
                     break Step::Served(response, CacheState::Pass);
                 }
                 Action::Purge => {

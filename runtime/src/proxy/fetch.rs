@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use super::plugins::PluginCalls;
 use super::vcl::BackendSession;
 use super::{headers, respond, synth, Shared};
-use crate::backend::{Backend, BackendError, OutgoingBody, TimedBody};
+use crate::backend::{Backend, BackendError, OutgoingBody, Stage, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
@@ -28,7 +28,25 @@ use crate::cache::rules::vary::VaryRule;
 use crate::cache::rules::{self, age, conditional, freshness, invalidate, storable};
 use crate::cache::state::CacheState;
 use crate::version::Version;
-use policy_lang::{Action, Program, Sub};
+use policy_lang::{Action, BackendId, Program, Sub};
+
+/// Where a request's fetches go: the backend picked for it and the policy's choice it was
+/// picked from (a backend or a director), which a retry asks again.
+#[derive(Clone, Copy)]
+pub(super) struct Route<'a> {
+    pub backend: &'a Backend,
+    pub hint: Option<BackendId>,
+}
+
+impl<'a> Route<'a> {
+    /// The backend `hint` leads to now (see [`Version::pick`]).
+    pub fn pick(version: &'a Version, hint: Option<BackendId>) -> Route<'a> {
+        Route {
+            backend: version.pick(hint, &[]).1,
+            hint,
+        }
+    }
+}
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
 /// `X-Forwarded-For` added, `Host` kept (HTTP/2 clients send `:authority` instead).
@@ -107,14 +125,15 @@ fn failure(
 pub(super) async fn pass(
     shared: &Shared,
     version: &Arc<Version>,
-    backend: &Backend,
+    route: Route<'_>,
     client: SocketAddr,
     parts: &Parts,
     body: OutgoingBody,
 ) -> Response<ProxyBody> {
     let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
-    vcl_backend_fetch(version, backend, &mut bereq, true);
-    match backend.send(bereq).await {
+    vcl_backend_fetch(version, route.backend, &mut bereq, true);
+    let (sent, backend) = send(version, route.backend, route.hint, bereq).await;
+    match sent {
         Ok(response) => {
             invalidate_after(shared, parts, &response);
             let (mut head, body) = response.into_parts();
@@ -136,6 +155,47 @@ pub(super) async fn pass(
         }
         Err(error) => failure(version, backend, parts, &error),
     }
+}
+
+/// Sends `bereq` to `backend`. When it could not connect (so the origin saw nothing), the
+/// request is safe to repeat and `hint` is a director with another healthy member, it goes
+/// once more to that member, as Varnish retries a fetch. Returns the backend that answered
+/// (or failed last) with the outcome.
+async fn send<'v>(
+    version: &'v Version,
+    backend: &'v Backend,
+    hint: Option<BackendId>,
+    bereq: Request<OutgoingBody>,
+) -> (Result<Response<TimedBody>, BackendError>, &'v Backend) {
+    let from_director = hint.is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
+    let replay = (from_director && repeatable(&bereq)).then(|| {
+        (
+            bereq.method().clone(),
+            bereq.uri().clone(),
+            bereq.headers().clone(),
+        )
+    });
+    let error = match backend.send(bereq).await {
+        Ok(response) => return (Ok(response), backend),
+        Err(error) => error,
+    };
+    let Some((method, uri, headers)) = replay.filter(|_| error.stage == Stage::Connect) else {
+        return (Err(error), backend);
+    };
+    let Some(other) = version.pick_other(hint, version.backend_id(backend)) else {
+        return (Err(error), backend);
+    };
+    tracing::warn!(retry_on = other.name(), "{error}; retrying on another backend");
+    let mut again = Request::new(empty_body());
+    *again.method_mut() = method;
+    *again.uri_mut() = uri;
+    *again.headers_mut() = headers;
+    (other.send(again).await, other)
+}
+
+/// An idempotent request without a body (RFC 9110 §9.2.2): sending it twice is harmless.
+fn repeatable(bereq: &Request<OutgoingBody>) -> bool {
+    bereq.method().is_idempotent() && http_body::Body::size_hint(bereq.body()).exact() == Some(0)
 }
 
 /// Runs `vcl_backend_fetch` over an origin request, when the policy defines it.
@@ -275,13 +335,14 @@ fn stale_on_error<'a>(
 pub(super) async fn miss(
     shared: &Arc<Shared>,
     version: &Arc<Version>,
-    backend: &Backend,
+    route: Route<'_>,
     client: SocketAddr,
     parts: Parts,
     key: CacheKey,
     leader: Option<Leader>,
     stale: Option<Arc<CachedObject>>,
 ) -> (Response<ProxyBody>, CacheState) {
+    let backend = route.backend;
     let request = parts.clone();
     let (method, request_headers) = (&request.method, &request.headers);
     let mut bereq = match (&leader, &stale) {
@@ -294,6 +355,7 @@ pub(super) async fn miss(
         shared: shared.clone(),
         version: version.clone(),
         backend: backend.clone(),
+        hint: route.hint,
         key,
         leader,
         request: parts,
@@ -348,12 +410,13 @@ pub(super) async fn miss(
 pub(super) fn refresh_in_background(
     shared: &Arc<Shared>,
     version: &Arc<Version>,
-    backend: &Backend,
+    route: Route<'_>,
     client: SocketAddr,
     request: &Parts,
     key: CacheKey,
     stale: Arc<CachedObject>,
 ) {
+    let backend = route.backend;
     let Join::Leader(leader) = shared.coalescer.join(&key) else {
         return;
     };
@@ -363,6 +426,7 @@ pub(super) fn refresh_in_background(
         shared: shared.clone(),
         version: version.clone(),
         backend: backend.clone(),
+        hint: route.hint,
         key,
         leader: Some(leader),
         request: request.clone(),
@@ -410,6 +474,8 @@ struct FetchTask {
     shared: Arc<Shared>,
     version: Arc<Version>,
     backend: Backend,
+    /// The policy's backend choice, so that a retry can ask the same director again.
+    hint: Option<BackendId>,
     key: CacheKey,
     leader: Option<Leader>,
     request: Parts,
@@ -418,9 +484,11 @@ struct FetchTask {
 }
 
 impl FetchTask {
-    async fn run(self, bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
+    async fn run(mut self, bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
         let mut request_time = SystemTime::now();
-        let mut response = self.backend.send(bereq).await;
+        let (mut response, answered) = send(&self.version, &self.backend, self.hint, bereq).await;
+        // After a retry, the backend that answered is the one named from here on.
+        self.backend = answered.clone();
         let unmatched_304 = response.as_ref().is_ok_and(|response| {
             response.status() == StatusCode::NOT_MODIFIED
                 && self.stale.as_ref().is_some_and(|stale| {

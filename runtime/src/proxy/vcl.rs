@@ -114,6 +114,8 @@ pub(super) struct ClientSession {
     pub synthetic: Option<String>,
     pub bans: Vec<BanExpr>,
     pub plugins: PluginCalls,
+    /// For `std.healthy(...)`: the version's backends.
+    version: Arc<crate::version::Version>,
 }
 
 impl ClientSession {
@@ -136,6 +138,7 @@ impl ClientSession {
             synthetic: None,
             bans: Vec::new(),
             plugins: PluginCalls::new(version),
+            version: version.clone(),
         }
     }
 }
@@ -266,6 +269,13 @@ impl Context for ClientSession {
 
     fn log(&mut self, msg: &str) {
         tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
+    }
+
+    fn healthy(&self, backend: BackendId) -> bool {
+        self.version
+            .backends
+            .get(backend.index())
+            .is_none_or(crate::backend::Backend::healthy)
     }
 
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {

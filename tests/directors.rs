@@ -1,0 +1,369 @@
+//! Many origins over real sockets: directors (round-robin, least-connections, consistent
+//! hash), health probes that take an origin out and put it back, grace while every origin is
+//! down, and the retry of a refused connection. Three origins in each test answer with their
+//! own name, so a response tells which one served it.
+
+mod support;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use edgecache_runtime::Running;
+use http::StatusCode;
+use support::{get, Origin, OriginReply};
+
+fn write_policy(text: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("edgecache-directors-{}-{n}.vcl", std::process::id()));
+    std::fs::write(&path, text).expect("write the policy");
+    path
+}
+
+/// An origin that answers with `name` (and `extra` applied to the reply).
+async fn named(name: &'static str, extra: fn(OriginReply) -> OriginReply) -> Origin {
+    Origin::start(move |_| extra(OriginReply::ok(name))).await
+}
+
+fn plain(reply: OriginReply) -> OriginReply {
+    reply
+}
+
+async fn three() -> [Origin; 3] {
+    [
+        named("a", plain).await,
+        named("b", plain).await,
+        named("c", plain).await,
+    ]
+}
+
+/// `backend a {...} backend b {...} backend c {...}` for the origins, with `extra` inside each.
+fn backends(origins: &[&Origin], extra: &str) -> String {
+    origins
+        .iter()
+        .zip(["a", "b", "c"])
+        .map(|(origin, name)| {
+            format!(
+                "backend {name} {{ .host = \"127.0.0.1\"; .port = \"{}\"; {extra} }}\n",
+                origin.addr.port()
+            )
+        })
+        .collect()
+}
+
+async fn start(policy: &str) -> (Running, SocketAddr) {
+    let path = write_policy(policy);
+    // No -b: the policy's backends are the origins.
+    let config = edgecache_runtime::Config {
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        policy: Some(path),
+        ..Default::default()
+    };
+    let running = edgecache_runtime::start(config).await.expect("edgecache starts");
+    let addr = running.listen_addrs()[0];
+    (running, addr)
+}
+
+async fn served_by(addr: SocketAddr, target: &str) -> String {
+    let reply = get(addr, target, &[]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{target}: {}", reply.text());
+    reply.text()
+}
+
+#[tokio::test]
+async fn round_robin_spreads_requests_evenly() {
+    let [a, b, c] = three().await;
+    let policy = format!(
+        "vcl 4.1;\nimport directors;\n{}
+sub vcl_init {{ new rr = directors.round_robin(); rr.add_backend(a); rr.add_backend(b); rr.add_backend(c); }}
+sub vcl_recv {{ set req.backend_hint = rr.backend(); return (pass); }}\n",
+        backends(&[&a, &b, &c], "")
+    );
+    let (_proxy, addr) = start(&policy).await;
+    for i in 0..30 {
+        served_by(addr, &format!("/r{i}")).await;
+    }
+    assert_eq!([a.requests(), b.requests(), c.requests()], [10, 10, 10]);
+}
+
+#[tokio::test]
+async fn least_connections_avoids_the_origin_holding_requests() {
+    // `a` holds every request for a long time; `b` and `c` answer at once.
+    let a = named("a", |reply| reply.delay(Duration::from_secs(30))).await;
+    let (b, c) = (named("b", plain).await, named("c", plain).await);
+    let policy = format!(
+        "vcl 4.1;\nimport directors;\n{}
+sub vcl_init {{ new lc = directors.least_connections(); lc.add_backend(a); lc.add_backend(b); lc.add_backend(c); }}
+sub vcl_recv {{ set req.backend_hint = lc.backend(); return (pass); }}\n",
+        backends(&[&a, &b, &c], "")
+    );
+    let (_proxy, addr) = start(&policy).await;
+    let mut held = Vec::new();
+    for i in 0..30 {
+        let before = a.requests() + b.requests() + c.requests();
+        let before_a = a.requests();
+        let request = tokio::spawn(async move { get(addr, &format!("/l{i}"), &[]).await });
+        // Wait for the request to reach an origin (the signal: an origin counted it).
+        while a.requests() + b.requests() + c.requests() == before {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if a.requests() > before_a {
+            held.push(request); // in flight at `a` for the rest of the test
+        } else {
+            assert_eq!(request.await.expect("request task").status, StatusCode::OK);
+        }
+    }
+    assert!(
+        a.requests() <= 1,
+        "a holds a connection, so it is not picked again: {}",
+        a.requests()
+    );
+    assert_eq!(b.requests() + c.requests(), 30 - a.requests());
+    assert!(
+        b.requests().abs_diff(c.requests()) <= 1,
+        "round-robin among equals: b {} c {}",
+        b.requests(),
+        c.requests()
+    );
+    for request in held {
+        request.abort();
+    }
+}
+
+#[tokio::test]
+async fn hash_director_keeps_each_url_on_one_origin_and_moves_only_a_removed_share() {
+    let [a, b, c] = three().await;
+    let policy = |origins: &[&Origin], members: &str| {
+        format!(
+            "vcl 4.1;\nimport directors;\n{}
+sub vcl_init {{ new h = directors.hash(); {members} }}
+sub vcl_recv {{ set req.backend_hint = h.backend(req.url); return (pass); }}\n",
+            backends(origins, "")
+        )
+    };
+    let all = "h.add_backend(a, 1.0); h.add_backend(b, 1.0); h.add_backend(c, 1.0);";
+    let path = write_policy(&policy(&[&a, &b, &c], all));
+    let config = edgecache_runtime::Config {
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        policy: Some(path.clone()),
+        watch_policy: false,
+        ..Default::default()
+    };
+    let proxy = edgecache_runtime::start(config).await.expect("edgecache starts");
+    let addr = proxy.listen_addrs()[0];
+
+    let urls: Vec<String> = (0..300).map(|i| format!("/item/{i}")).collect();
+    let mut before = HashMap::new();
+    for url in &urls {
+        before.insert(url.clone(), served_by(addr, url).await);
+    }
+    for url in urls.iter().take(50) {
+        assert_eq!(
+            served_by(addr, url).await,
+            before[url],
+            "{url} stays on one origin"
+        );
+    }
+    let on_c = before.values().filter(|origin| *origin == "c").count();
+    assert!(
+        (60..=140).contains(&on_c),
+        "c holds about a third of 300 URLs: {on_c}"
+    );
+
+    // `c` leaves the director: only the URLs it held may move.
+    std::fs::write(
+        &path,
+        policy(&[&a, &b, &c], "h.add_backend(a, 1.0); h.add_backend(b, 1.0);"),
+    )
+    .expect("edit");
+    proxy.reload().await.expect("the edited policy loads");
+    let mut moved = 0;
+    for url in &urls {
+        let now = served_by(addr, url).await;
+        if now != before[url] {
+            assert_eq!(
+                before[url], "c",
+                "{url} moved from {} to {now} though its origin stayed",
+                before[url]
+            );
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, on_c, "every URL of the removed origin moved, nothing else");
+    let fraction = moved as f64 / urls.len() as f64;
+    assert!((0.2..=0.47).contains(&fraction), "moved fraction {fraction}");
+}
+
+/// Polls `check` (a request through the proxy) until it holds; for background probes, whose
+/// next run is the event to wait for. Bounded: a few seconds at most.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+#[tokio::test]
+async fn a_probe_takes_a_failing_origin_out_and_puts_it_back() {
+    let a = named("a", plain).await;
+    let a_addr = a.addr;
+    let policy = format!(
+        "vcl 4.1;\nimport std;\n
+probe health {{ .url = \"/health\"; .interval = 50ms; .timeout = 500ms; .window = 3; .threshold = 2; .initial = 2; }}
+{}
+sub vcl_recv {{
+    if (!std.healthy(a)) {{ return (synth(503, \"a is sick\")); }}
+    return (pass);
+}}\n",
+        backends(&[&a], ".probe = health;")
+    );
+    let (_proxy, addr) = start(&policy).await;
+    assert_eq!(
+        served_by(addr, "/").await,
+        "a",
+        "initial = threshold: healthy from the start"
+    );
+    a.stop().await;
+    until("the probe marks a sick", async || {
+        get(addr, "/", &[]).await.text().contains("a is sick")
+    })
+    .await;
+    let a = named_at(a_addr).await;
+    until("the probe marks a healthy again", async || {
+        get(addr, "/", &[]).await.status == StatusCode::OK
+    })
+    .await;
+    assert!(
+        a.requests_for("/health") >= 2,
+        "threshold good probes brought it back"
+    );
+}
+
+async fn named_at(addr: SocketAddr) -> Origin {
+    Origin::start_at(addr, |_| OriginReply::ok("a")).await
+}
+
+#[tokio::test]
+async fn grace_serves_the_stale_object_while_every_origin_is_down() {
+    let fresh = |reply: OriginReply| reply.cache_control("max-age=1");
+    let (a, b) = (named("a", fresh).await, named("b", fresh).await);
+    let policy = format!(
+        "vcl 4.1;\nimport directors;\n
+probe health {{ .url = \"/\"; .interval = 50ms; .timeout = 500ms; .window = 2; .threshold = 1; .initial = 1; }}
+{}
+sub vcl_init {{ new rr = directors.round_robin(); rr.add_backend(a); rr.add_backend(b); }}
+sub vcl_recv {{ set req.backend_hint = rr.backend(); }}
+sub vcl_backend_response {{ set beresp.grace = 1h; }}\n",
+        backends(&[&a, &b], ".probe = health;")
+    );
+    let (proxy, addr) = start(&policy).await;
+    let first = get(addr, "/page", &[]).await;
+    assert_eq!(first.cache(), "MISS");
+    support::eventually_stored(&proxy, 1).await;
+    a.stop().await;
+    b.stop().await;
+    // Freshness (1 s) running out is the point of the test, so time has to pass.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stale = get(addr, "/page", &[]).await;
+    assert_eq!(stale.status, StatusCode::OK);
+    assert_eq!(stale.text(), first.text());
+    assert_eq!(stale.cache(), "STALE");
+    let never_cached = get(addr, "/other", &[]).await;
+    assert_eq!(never_cached.status, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_on_another_backend() {
+    let b = named("b", plain).await;
+    let closed = support::unused_port().await;
+    let policy = format!(
+        "vcl 4.1;\nimport directors;\n
+backend down {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+backend b {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_init {{ new rr = directors.round_robin(); rr.add_backend(down); rr.add_backend(b); }}
+sub vcl_recv {{ set req.backend_hint = rr.backend(); return (pass); }}\n",
+        closed.port(),
+        b.addr.port()
+    );
+    let (_proxy, addr) = start(&policy).await;
+    for i in 0..10 {
+        assert_eq!(served_by(addr, &format!("/x{i}")).await, "b");
+    }
+    assert_eq!(b.requests(), 10, "the five that picked `down` were retried on b");
+}
+
+// === the bundled examples ===
+
+/// An example policy from `examples/policies/` with its three backends' ports (8081-8083)
+/// pointed at `origins`.
+fn example(name: &str, origins: &[&Origin; 3]) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/policies")
+        .join(name);
+    let mut text = std::fs::read_to_string(&path).expect("read the example");
+    for (port, origin) in ["8081", "8082", "8083"].iter().zip(origins) {
+        let declared = format!(".port = \"{port}\";");
+        assert_eq!(
+            text.matches(&declared).count(),
+            1,
+            "{name}: one backend on {port}"
+        );
+        text = text.replace(&declared, &format!(".port = \"{}\";", origin.addr.port()));
+    }
+    text
+}
+
+#[tokio::test]
+async fn balanced_example_spreads_load_and_survives_a_dead_server() {
+    let [a, b, c] = three().await;
+    let (_proxy, addr) = start(&example("balanced.vcl", &[&a, &b, &c])).await;
+    let mut served = HashMap::<String, usize>::new();
+    for i in 0..30 {
+        let reply = get(addr, &format!("/page/{i}"), &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let server = reply.header("x-served-by").expect("X-Served-By").to_string();
+        *served.entry(server).or_default() += 1;
+    }
+    assert_eq!(served.len(), 3, "{served:?}");
+    assert!(
+        served.values().all(|n| *n == 10),
+        "equal servers share evenly: {served:?}"
+    );
+    // A server that goes away is retried around at once, before its probe notices.
+    b.stop().await;
+    for i in 0..12 {
+        let reply = get(addr, &format!("/after/{i}"), &[]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        assert_ne!(
+            reply.header("x-served-by"),
+            Some("app2"),
+            "{} {:?}",
+            reply.text(),
+            reply.headers
+        );
+    }
+}
+
+#[tokio::test]
+async fn sharded_example_keeps_each_url_on_one_shard() {
+    let [a, b, c] = three().await;
+    let (_proxy, addr) = start(&example("sharded.vcl", &[&a, &b, &c])).await;
+    let mut first = HashMap::new();
+    for i in 0..60 {
+        // The origins send no freshness information, so nothing is stored and every request
+        // goes to its shard again.
+        let url = format!("/obj/{i}");
+        first.insert(url.clone(), served_by(addr, &url).await);
+    }
+    for (url, origin) in &first {
+        assert_eq!(&served_by(addr, url).await, origin, "{url} stays on its shard");
+    }
+    let shards: std::collections::HashSet<_> = first.values().collect();
+    assert_eq!(shards.len(), 3, "60 URLs land on all three shards");
+}
