@@ -1,4 +1,5 @@
-//! A loaded version of the configuration: the compiled policy and the backends it declares.
+//! A loaded version of the configuration: the compiled policy, the backends and the plugins it
+//! declares.
 //!
 //! Versions are immutable. The active one sits in an `ArcSwap` inside the proxy's shared
 //! state; each request loads it once at its start and keeps its `Arc` to the end, so a reload
@@ -8,10 +9,14 @@
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use policy_lang::{BackendId, Program, Sub};
+use std::borrow::Cow;
+
+use http::HeaderName;
+use policy_lang::{BackendId, BanExpr, Context, Program, Scope, Sub, Value, Var};
 
 use crate::backend::Backend;
 use crate::config::{BackendTimeouts, Config};
+use crate::plugin::{HostSettings, Plugin, PluginHost};
 use crate::{policy, StartError};
 
 /// Where a version's policy came from.
@@ -27,6 +32,12 @@ pub struct PolicySource {
 pub struct Version {
     pub policy: Option<Program>,
     pub backends: Vec<Backend>,
+    /// The policy's plugins, indexed by `PluginId` (empty without a policy or plugins).
+    pub plugins: Vec<Plugin>,
+    /// The host the plugins run on; one per process, handed from version to version so
+    /// plugin shared data survives reloads. Created with the first policy that declares a
+    /// plugin.
+    pub plugin_host: Option<PluginHost>,
     /// 1 for the version loaded at start, +1 per successful reload.
     pub generation: u64,
     pub source: Option<PolicySource>,
@@ -42,19 +53,52 @@ impl Version {
                     path: path.display().to_string(),
                     rendered: diagnostics.render(),
                 })?;
+                // Plugin files are watched with the policy: rebuilding a plugin reloads it.
+                let files = program
+                    .sources()
+                    .iter()
+                    .cloned()
+                    .chain(program.plugins().iter().map(|plugin| plugin.path.clone()))
+                    .collect();
                 let source = PolicySource {
                     path: path.clone(),
-                    files: program.sources().to_vec(),
+                    files,
                     loaded_at: SystemTime::now(),
                 };
                 (Some(program), Some(source))
             }
             None => (None, None),
         };
+        let declares_plugins = policy
+            .as_ref()
+            .is_some_and(|program| !program.plugins().is_empty());
+        let plugin_host = previous
+            .and_then(|version| version.plugin_host.clone())
+            .or_else(|| {
+                declares_plugins.then(|| {
+                    PluginHost::new(HostSettings {
+                        limits: config.plugin_limits,
+                        ..HostSettings::default()
+                    })
+                })
+            });
+        let plugins = match (&policy, &plugin_host) {
+            (Some(program), Some(host)) => {
+                policy::load_plugins(program, host).map_err(|error| StartError::Plugin {
+                    path: source
+                        .as_ref()
+                        .map_or(String::new(), |s| s.path.display().to_string()),
+                    error,
+                })?
+            }
+            _ => Vec::new(),
+        };
         let backends = backends(config, policy.as_ref(), previous)?;
         Ok(Version {
             policy,
             backends,
+            plugins,
+            plugin_host,
             generation,
             source,
         })
@@ -70,10 +114,56 @@ impl Version {
         self.backends.get(index).unwrap_or(&self.backends[0])
     }
 
-    /// The backend `req.backend_hint` names, or the default.
-    pub fn backend_for(&self, hint: Option<BackendId>) -> &Backend {
-        hint.and_then(|id| self.backends.get(id.index()))
-            .unwrap_or_else(|| self.default_backend())
+    /// The backend a fetch goes to for `hint` (`req.backend_hint`: a backend, a director, or
+    /// `None` for the default). A director picks now among its healthy members, leaving out
+    /// `tried` (backends a retry already failed on); when none is left it picks as if all were
+    /// healthy, so the fetch fails on a named backend as in Varnish. A declared backend is
+    /// returned as is.
+    pub fn pick(&self, hint: Option<BackendId>, tried: &[BackendId]) -> (BackendId, &Backend) {
+        let fallback = || (BackendId::new(0), self.default_backend());
+        let Some(program) = self.policy.as_ref() else {
+            return fallback();
+        };
+        let Some(wanted) = hint.or_else(|| program.default_backend()) else {
+            return fallback();
+        };
+        let healthy = Picking {
+            backends: &self.backends,
+            tried,
+            all_healthy: false,
+        };
+        let any = Picking {
+            all_healthy: true,
+            ..healthy
+        };
+        program
+            .resolve_backend(wanted, &healthy)
+            .or_else(|| program.resolve_backend(wanted, &any))
+            .and_then(|id| Some((id, self.backends.get(id.index())?)))
+            .unwrap_or_else(fallback)
+    }
+
+    /// Another healthy backend for a retry after `failed`, when `hint` is a director with one.
+    pub fn pick_other(&self, hint: Option<BackendId>, failed: BackendId) -> Option<&Backend> {
+        let program = self.policy.as_ref()?;
+        let hint = hint.or_else(|| program.default_backend())?;
+        let healthy = Picking {
+            backends: &self.backends,
+            tried: &[failed],
+            all_healthy: false,
+        };
+        let id = program.resolve_backend(hint, &healthy)?;
+        (id != failed).then(|| self.backends.get(id.index())).flatten()
+    }
+
+    /// The id of a backend of this version (by name), for [`Version::pick_other`].
+    pub fn backend_id(&self, backend: &Backend) -> BackendId {
+        let index = self
+            .backends
+            .iter()
+            .position(|b| b.name() == backend.name())
+            .unwrap_or(0);
+        BackendId::new(index as u32)
     }
 
     /// The policy, when it defines `sub` itself (the builtin alone needs no run there).
@@ -133,4 +223,52 @@ fn backends(
             reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), options)
         })
         .collect()
+}
+
+/// What a director reads when it picks: each backend's health and load, and a random number.
+/// The policy's variables are not involved, so the rest of the context is empty.
+#[derive(Clone, Copy)]
+struct Picking<'a> {
+    backends: &'a [Backend],
+    /// Counted as sick: the backends a retry already failed on.
+    tried: &'a [BackendId],
+    /// Every backend counts as healthy (the last resort when none is).
+    all_healthy: bool,
+}
+
+impl Context for Picking<'_> {
+    fn healthy(&self, backend: BackendId) -> bool {
+        !self.tried.contains(&backend)
+            && (self.all_healthy || self.backends.get(backend.index()).is_some_and(Backend::healthy))
+    }
+
+    fn in_flight(&self, backend: BackendId) -> usize {
+        self.backends.get(backend.index()).map_or(0, Backend::in_flight)
+    }
+
+    fn random(&self) -> f64 {
+        fastrand::f64()
+    }
+
+    fn get(&self, _var: Var) -> Value<'_> {
+        Value::Unset
+    }
+
+    fn set(&mut self, _var: Var, _value: Value<'static>) {}
+
+    fn header(&self, _scope: Scope, _name: &HeaderName) -> Option<Cow<'_, str>> {
+        None
+    }
+
+    fn set_header(&mut self, _scope: Scope, _name: &HeaderName, _value: String) {}
+
+    fn unset_header(&mut self, _scope: Scope, _name: &HeaderName) {}
+
+    fn hash_data(&mut self, _data: &str) {}
+
+    fn synthetic(&mut self, _body: String) {}
+
+    fn ban(&mut self, _ban: BanExpr) {}
+
+    fn log(&mut self, _msg: &str) {}
 }
