@@ -276,6 +276,8 @@ sub vcl_backend_response {{ set beresp.grace = 1h; }}\n",
     assert_eq!(stale.cache(), "STALE");
     let never_cached = get(addr, "/other", &[]).await;
     assert_eq!(never_cached.status, StatusCode::SERVICE_UNAVAILABLE);
+    // By now the probes (every 50 ms) have marked both sick: the fetch is not even tried.
+    assert!(never_cached.text().contains("sick"), "{}", never_cached.text());
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use super::ir::{ArithOp, Expr, Stmt};
-use crate::eval::{self, Value};
+use crate::eval::{self, Value, ValueType};
 
 pub(crate) fn stmt(s: Stmt) -> Stmt {
     match s {
@@ -78,7 +78,19 @@ pub(crate) fn expr(e: Expr) -> Expr {
             if let (Expr::Const(x), Expr::Const(y)) = (&a, &b) {
                 return Expr::Const(Value::Bool(eval::compare(op, x, y)));
             }
-            Expr::Cmp(op, Box::new(a), Box::new(b))
+            match (a, b) {
+                (subject, Expr::Const(Value::Str(lit))) if is_str_subject(&subject) => Expr::StrCmp {
+                    op,
+                    subject: Box::new(subject),
+                    lit: lit.into(),
+                },
+                (Expr::Const(Value::Str(lit)), subject) if is_str_subject(&subject) => Expr::StrCmp {
+                    op: op.flipped(),
+                    subject: Box::new(subject),
+                    lit: lit.into(),
+                },
+                (a, b) => Expr::Cmp(op, Box::new(a), Box::new(b)),
+            }
         }
         Expr::Not(a) => match expr(*a) {
             Expr::Const(v) => Expr::Const(Value::Bool(!v.truthy())),
@@ -127,5 +139,14 @@ pub(crate) fn expr(e: Expr) -> Expr {
             all,
         },
         other => other,
+    }
+}
+
+/// A header, or a variable of type STRING: evaluates to a string or unset.
+fn is_str_subject(e: &Expr) -> bool {
+    match e {
+        Expr::Header(..) => true,
+        Expr::Var(v) => v.value_type() == ValueType::Str,
+        _ => false,
     }
 }

@@ -27,6 +27,33 @@ pub(crate) enum CmpOp {
     Ge,
 }
 
+impl CmpOp {
+    /// The operator with its operands swapped: `a < b` is `b > a`.
+    pub fn flipped(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Ge => CmpOp::Le,
+            same => same,
+        }
+    }
+
+    /// Whether `ord` (left compared with right) satisfies the operator.
+    #[inline]
+    pub fn holds(self, ord: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering;
+        match self {
+            CmpOp::Eq => ord == Ordering::Equal,
+            CmpOp::Ne => ord != Ordering::Equal,
+            CmpOp::Lt => ord == Ordering::Less,
+            CmpOp::Gt => ord == Ordering::Greater,
+            CmpOp::Le => ord != Ordering::Greater,
+            CmpOp::Ge => ord != Ordering::Less,
+        }
+    }
+}
+
 /// Built-in functions that return a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Func {
@@ -66,6 +93,15 @@ pub(crate) enum Expr {
     Arith(ArithOp, Box<Expr>, Box<Expr>),
     Neg(Box<Expr>),
     Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    /// A comparison of a string header or variable with a string literal
+    /// (`req.http.host == "example.com"`), made by `fold` from `Cmp`: the
+    /// subject is read as a `&str` (unset reads as `""`) and compared with
+    /// no `Value` in between.
+    StrCmp {
+        op: CmpOp,
+        subject: Box<Expr>,
+        lit: Box<str>,
+    },
     Match {
         subject: Box<Expr>,
         matcher: Matcher,
@@ -123,23 +159,56 @@ pub(crate) enum Stmt {
 }
 
 /// A compiled `~` pattern. Literal patterns (`"^/admin"`, `"\\.css$"`,
-/// `"wordpress_logged_in"`) skip the regex engine.
+/// `"wordpress_logged_in"`) and anchored alternations of literals
+/// (`"(?i)\\.(jpg|png|gif)$"`, `"^/(wp-admin|wp-login)"`) skip the regex
+/// engine; the results are the regex's, exactly.
 #[derive(Debug)]
 pub(crate) enum Matcher {
     Exact(String),
     Prefix(String),
     Suffix(String),
     Contains(String),
+    /// One of several literals at the start, the end or as the whole
+    /// subject. With `ci` (`(?i)`), the literals are ASCII and lowercase, and
+    /// a subject that is not all ASCII goes to `regex` (Unicode case folding
+    /// maps some non-ASCII characters to ASCII letters: `K` (Kelvin) is `k`).
+    Literals {
+        anchor: Anchor,
+        lits: Box<[Box<str>]>,
+        ci: bool,
+        regex: Box<Regex>,
+    },
+    /// `[[:upper:]]` / `[A-Z]`: any ASCII upper-case letter.
+    AsciiUpper,
     Regex(Box<Regex>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Anchor {
+    Exact,
+    Prefix,
+    Suffix,
 }
 
 impl Matcher {
     pub fn new(pattern: &str, regex: Regex) -> Matcher {
+        if matches!(pattern, "[[:upper:]]" | "[A-Z]") {
+            return Matcher::AsciiUpper;
+        }
         match literal_form(pattern) {
-            Some((true, lit, true)) => Matcher::Exact(lit),
-            Some((true, lit, false)) => Matcher::Prefix(lit),
-            Some((false, lit, true)) => Matcher::Suffix(lit),
-            Some((false, lit, false)) => Matcher::Contains(lit),
+            Some((true, lit, true)) => return Matcher::Exact(lit),
+            Some((true, lit, false)) => return Matcher::Prefix(lit),
+            Some((false, lit, true)) => return Matcher::Suffix(lit),
+            Some((false, lit, false)) => return Matcher::Contains(lit),
+            None => {}
+        }
+        match alternation_form(pattern) {
+            Some((anchor, lits, ci)) => Matcher::Literals {
+                anchor,
+                lits,
+                ci,
+                regex: Box::new(regex),
+            },
             None => Matcher::Regex(Box::new(regex)),
         }
     }
@@ -151,6 +220,32 @@ impl Matcher {
             Matcher::Prefix(l) => s.starts_with(l.as_str()),
             Matcher::Suffix(l) => s.ends_with(l.as_str()),
             Matcher::Contains(l) => s.contains(l.as_str()),
+            Matcher::Literals {
+                anchor,
+                lits,
+                ci,
+                regex,
+            } => {
+                if *ci && !s.is_ascii() {
+                    return regex.is_match(s);
+                }
+                let s = s.as_bytes();
+                lits.iter().any(|l| {
+                    let l = l.as_bytes();
+                    let part = match anchor {
+                        Anchor::Exact if s.len() == l.len() => s,
+                        Anchor::Prefix if s.len() >= l.len() => &s[..l.len()],
+                        Anchor::Suffix if s.len() >= l.len() => &s[s.len() - l.len()..],
+                        _ => return false,
+                    };
+                    if *ci {
+                        part.eq_ignore_ascii_case(l)
+                    } else {
+                        part == l
+                    }
+                })
+            }
+            Matcher::AsciiUpper => s.bytes().any(|b| b.is_ascii_uppercase()),
             Matcher::Regex(r) => r.is_match(s),
         }
     }
@@ -180,6 +275,83 @@ fn literal_form(p: &str) -> Option<(bool, String, bool)> {
     Some((start, lit, end))
 }
 
+/// `[(?i)][^]PREFIX(A|B|...)SUFFIX[$]` (the group may be `(?:...)`), anchored
+/// at one end at least, every part a plain literal: the anchor, the literals
+/// `PREFIX + A + SUFFIX`, ... and whether it is case-insensitive. `None`
+/// for anything else, and for `(?i)` with non-ASCII literals.
+fn alternation_form(p: &str) -> Option<(Anchor, Box<[Box<str>]>, bool)> {
+    let (ci, p) = match p.strip_prefix("(?i)") {
+        Some(rest) => (true, rest),
+        None => (false, p),
+    };
+    let (start, p) = match p.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, p),
+    };
+    let (p, end) = match p.strip_suffix('$') {
+        // `\$` is a literal dollar, not the anchor.
+        Some(rest) if !ends_with_odd_backslashes(rest) => (rest, true),
+        _ => (p, false),
+    };
+    let anchor = match (start, end) {
+        (true, true) => Anchor::Exact,
+        (true, false) => Anchor::Prefix,
+        (false, true) => Anchor::Suffix,
+        (false, false) => return None,
+    };
+    let (prefix, group, suffix) = match (p.find('('), p.rfind(')')) {
+        (Some(open), Some(close)) if open < close => {
+            let group = &p[open + 1..close];
+            (
+                plain_literal(&p[..open])?,
+                group.strip_prefix("?:").unwrap_or(group),
+                plain_literal(&p[close + 1..])?,
+            )
+        }
+        (None, None) => (String::new(), p, String::new()),
+        _ => return None,
+    };
+    if group.contains('|') && !p.contains('(') {
+        // `^a|b$` is `(^a)|(b$)`, not an alternation between anchors.
+        return None;
+    }
+    let mut lits = Vec::new();
+    for alt in group.split('|') {
+        let mut lit = prefix.clone();
+        lit.push_str(&plain_literal(alt)?);
+        lit.push_str(&suffix);
+        if ci {
+            if !lit.is_ascii() {
+                return None;
+            }
+            lit.make_ascii_lowercase();
+        }
+        lits.push(lit.into_boxed_str());
+    }
+    Some((anchor, lits.into_boxed_slice(), ci))
+}
+
+/// A literal with `\`-escaped punctuation and no other metacharacter.
+fn plain_literal(p: &str) -> Option<String> {
+    let mut lit = String::with_capacity(p.len());
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) if e.is_ascii_punctuation() => lit.push(e),
+                _ => return None,
+            },
+            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' => return None,
+            c => lit.push(c),
+        }
+    }
+    Some(lit)
+}
+
+fn ends_with_odd_backslashes(p: &str) -> bool {
+    p.bytes().rev().take_while(|b| *b == b'\\').count() % 2 == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,39 +360,126 @@ mod tests {
         Matcher::new(p, Regex::new(p).unwrap())
     }
 
+    fn kind(m: &Matcher) -> &'static str {
+        match m {
+            Matcher::Exact(_) => "exact",
+            Matcher::Prefix(_) => "prefix",
+            Matcher::Suffix(_) => "suffix",
+            Matcher::Contains(_) => "contains",
+            Matcher::Literals { .. } => "literals",
+            Matcher::AsciiUpper => "upper",
+            Matcher::Regex(_) => "regex",
+        }
+    }
+
+    const HAYSTACKS: &[&str] = &[
+        "/admin",
+        "/admin/x",
+        "/ADMIN/x",
+        "/x.css",
+        "/x.CSS",
+        "/x.Css?v=1",
+        "/exact",
+        "/EXACT",
+        "a wordpress_logged_in=1",
+        "/a.b",
+        "/axb",
+        "12",
+        "",
+        "/img/a.png",
+        "/img/a.PnG",
+        "/img/a.jpeg",
+        "/img/a.jpg",
+        "/img/a.gif.bak",
+        "/wp-admin/",
+        "/wp-login.php",
+        "/wp-",
+        "wp-admin",
+        ".png",
+        "png",
+        "/x.\u{212A}",
+        "/x.k",
+        "/x.K",
+        "/ſ.css",
+        "/x.ſ",
+        "/x.s",
+        "/ü.png",
+        "/ü.PNG",
+        "/a$",
+        "/Host",
+        "host",
+        "HOST",
+        "hoSt.example.com",
+        "ÄÖ",
+        "a|b",
+        "^a",
+    ];
+
     #[test]
     fn literal_fast_paths_agree_with_regex() {
-        for (p, kind) in [
+        for (p, want) in [
             ("^/admin", "prefix"),
             ("\\.css$", "suffix"),
             ("^/exact$", "exact"),
             ("wordpress_logged_in", "contains"),
-            ("(?i)\\.css$", "regex"),
+            ("(?i)\\.css$", "literals"),
+            ("(?i)^/exact$", "literals"),
+            ("(?i)\\.(jpg|jpeg|png|gif)$", "literals"),
+            ("\\.(jpg|png)$", "literals"),
+            ("^/(wp-admin|wp-login)", "literals"),
+            ("^/(?:wp-admin|wp-login\\.php)$", "literals"),
+            ("(?i)\\.(k|s)$", "literals"),
+            ("(?i)^/(ü)", "regex"),
+            ("\\.(ü|png)$", "literals"),
+            ("(a|b)", "regex"),
+            ("^a|b$", "regex"),
+            ("\\$$", "suffix"),
+            ("a\\$", "contains"),
+            ("(?i)a\\$", "regex"),
+            ("^(a(b)|c)", "regex"),
+            ("^(a)(b)", "regex"),
+            ("(?i)\\.(a|)$", "literals"),
+            ("[[:upper:]]", "upper"),
+            ("[A-Z]", "upper"),
+            ("(?i)[A-Z]", "regex"),
             ("^/a.b", "regex"),
             ("\\d+", "regex"),
         ] {
             let matcher = m(p);
-            let got = match matcher {
-                Matcher::Exact(_) => "exact",
-                Matcher::Prefix(_) => "prefix",
-                Matcher::Suffix(_) => "suffix",
-                Matcher::Contains(_) => "contains",
-                Matcher::Regex(_) => "regex",
-            };
-            assert_eq!(got, kind, "{p}");
+            assert_eq!(kind(&matcher), want, "{p}");
             let re = Regex::new(p).unwrap();
-            for s in [
-                "/admin",
-                "/admin/x",
-                "/x.css",
-                "/exact",
-                "a wordpress_logged_in=1",
-                "/a.b",
-                "/axb",
-                "12",
-                "",
-            ] {
-                assert_eq!(matcher.is_match(s), re.is_match(s), "{p} on {s}");
+            for s in HAYSTACKS {
+                assert_eq!(matcher.is_match(s), re.is_match(s), "{p} on {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn generated_patterns_agree_with_regex() {
+        // Alternations built from pieces, against haystacks built from the same pieces.
+        let pieces = ["a", "B", "\\.", "png", "PNG", "/", "ß", "k", "\\$", ""];
+        let hay = ["a", "b", "B", ".", "png", "PNG", "/", "ß", "K", "k", "\u{212A}", "$", "x"];
+        for (i, a) in pieces.iter().enumerate() {
+            for b in &pieces[i..] {
+                for (ci, start, end) in [
+                    ("", "^", ""),
+                    ("", "", "$"),
+                    ("(?i)", "^", "$"),
+                    ("(?i)", "", "$"),
+                    ("(?i)", "^", ""),
+                ] {
+                    let p = format!("{ci}{start}/({a}|{b}){end}");
+                    let Ok(re) = Regex::new(&p) else { continue };
+                    let matcher = Matcher::new(&p, re.clone());
+                    for x in hay {
+                        for y in hay {
+                            let s = format!("/{x}{y}");
+                            assert_eq!(matcher.is_match(&s), re.is_match(&s), "{p} on {s:?}");
+                            let s = format!("{x}/{y}");
+                            assert_eq!(matcher.is_match(&s), re.is_match(&s), "{p} on {s:?}");
+                        }
+                    }
+                }
             }
         }
     }

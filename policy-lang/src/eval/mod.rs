@@ -76,11 +76,13 @@ impl Program {
             Stmt::UnsetHeader(scope, name) => ctx.unset_header(*scope, name),
             Stmt::If(branches, otherwise) => {
                 for (c, body) in branches {
-                    if self.eval(c, &*ctx).truthy() {
+                    if self.cond(c, &*ctx) {
                         return self.exec_block(body, sub, ctx);
                     }
                 }
-                return self.exec_block(otherwise, sub, ctx);
+                if !otherwise.is_empty() {
+                    return self.exec_block(otherwise, sub, ctx);
+                }
             }
             Stmt::Return(r) => return Flow::Done(self.ret(r, &*ctx)),
             Stmt::ReturnSub => return Flow::Leave,
@@ -198,6 +200,49 @@ impl Program {
         }
     }
 
+    /// `e` as a condition: `self.eval(e, ctx).truthy()`, without building
+    /// values for the boolean operators, tests and matches that make up
+    /// most conditions.
+    fn cond(&self, e: &Expr, ctx: &dyn Context) -> bool {
+        match e {
+            Expr::And(a, b) => self.cond(a, ctx) && self.cond(b, ctx),
+            Expr::Or(a, b) => self.cond(a, ctx) || self.cond(b, ctx),
+            Expr::Not(a) => !self.cond(a, ctx),
+            Expr::StrCmp { op, subject, lit } => {
+                let s = self.str_of(subject, ctx);
+                match op {
+                    CmpOp::Eq => *s == **lit,
+                    CmpOp::Ne => *s != **lit,
+                    op => op.holds(s.as_ref().cmp(lit)),
+                }
+            }
+            Expr::Match {
+                subject,
+                matcher,
+                negate,
+            } => matcher.is_match(&self.str_of(subject, ctx)) != *negate,
+            // A header is true when present (even empty).
+            Expr::Header(scope, name) => ctx.header(*scope, name).is_some(),
+            Expr::Const(v) => v.truthy(),
+            _ => self.eval(e, ctx).truthy(),
+        }
+    }
+
+    /// `e` as a string operand of `~` or a string comparison: unset (and
+    /// anything that is not a string) reads as `""`.
+    #[inline]
+    fn str_of<'a>(&'a self, e: &'a Expr, ctx: &'a dyn Context) -> Cow<'a, str> {
+        let v = match e {
+            Expr::Header(scope, name) => return ctx.header(*scope, name).unwrap_or(Cow::Borrowed("")),
+            Expr::Var(v) => ctx.get(*v),
+            _ => self.eval(e, ctx),
+        };
+        match v {
+            Value::Str(s) => s,
+            _ => Cow::Borrowed(""),
+        }
+    }
+
     pub(crate) fn eval<'a>(&'a self, e: &'a Expr, ctx: &'a dyn Context) -> Value<'a> {
         match e {
             Expr::Const(v) => match v {
@@ -239,14 +284,8 @@ impl Program {
                 let (a, b) = (self.eval(a, ctx), self.eval(b, ctx));
                 Value::Bool(compare(*op, &a, &b))
             }
-            Expr::Match {
-                subject,
-                matcher,
-                negate,
-            } => {
-                let v = self.eval(subject, ctx);
-                let m = matcher.is_match(v.as_str().unwrap_or(""));
-                Value::Bool(m != *negate)
+            Expr::StrCmp { .. } | Expr::Match { .. } | Expr::And(..) | Expr::Or(..) | Expr::Not(_) => {
+                Value::Bool(self.cond(e, ctx))
             }
             Expr::Acl { subject, acl, negate } => {
                 let m = match self.eval(subject, ctx) {
@@ -255,9 +294,6 @@ impl Program {
                 };
                 Value::Bool(m != *negate)
             }
-            Expr::And(a, b) => Value::Bool(self.eval(a, ctx).truthy() && self.eval(b, ctx).truthy()),
-            Expr::Or(a, b) => Value::Bool(self.eval(a, ctx).truthy() || self.eval(b, ctx).truthy()),
-            Expr::Not(a) => Value::Bool(!self.eval(a, ctx).truthy()),
             Expr::Call(f, args) => builtins::call(self, *f, args, ctx),
             Expr::Regsub {
                 subject,
@@ -369,15 +405,8 @@ pub(crate) fn compare(op: CmpOp, a: &Value<'_>, b: &Value<'_>) -> bool {
         (Backend(x), Backend(y)) => Some(x.map(BackendId::index).cmp(&y.map(BackendId::index))),
         _ => None,
     };
-    let Some(ord) = ord else {
-        return matches!(op, CmpOp::Ne);
-    };
-    match op {
-        CmpOp::Eq => ord == Ordering::Equal,
-        CmpOp::Ne => ord != Ordering::Equal,
-        CmpOp::Lt => ord == Ordering::Less,
-        CmpOp::Gt => ord == Ordering::Greater,
-        CmpOp::Le => ord != Ordering::Greater,
-        CmpOp::Ge => ord != Ordering::Less,
+    match ord {
+        Some(ord) => op.holds(ord),
+        None => matches!(op, CmpOp::Ne),
     }
 }

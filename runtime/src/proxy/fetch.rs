@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use super::plugins::PluginCalls;
 use super::vcl::BackendSession;
 use super::{headers, respond, synth, Shared};
-use crate::backend::{Backend, BackendError, OutgoingBody, Stage, TimedBody};
+use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
@@ -159,7 +159,8 @@ pub(super) async fn pass(
 
 /// Sends `bereq` to `backend`. When it could not connect (so the origin saw nothing), the
 /// request is safe to repeat and `hint` is a director with another healthy member, it goes
-/// once more to that member, as Varnish retries a fetch. Returns the backend that answered
+/// once more to that member, as Varnish retries a fetch. A sick backend is not contacted.
+/// Returns the backend that answered
 /// (or failed last) with the outcome.
 async fn send<'v>(
     version: &'v Version,
@@ -167,6 +168,18 @@ async fn send<'v>(
     hint: Option<BackendId>,
     bereq: Request<OutgoingBody>,
 ) -> (Result<Response<TimedBody>, BackendError>, &'v Backend) {
+    if !backend.healthy() {
+        // As Varnish: a backend its probe calls sick is not contacted; the fetch fails at once
+        // (503, or the stale object in grace).
+        let sick = BackendError {
+            backend: backend.name().to_string(),
+            address: backend.address().to_string(),
+            stage: Stage::Connect,
+            kind: FailureKind::Down,
+            detail: "sick: its health probe is failing".to_string(),
+        };
+        return (Err(sick), backend);
+    }
     let from_director = hint.is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
     let replay = (from_director && repeatable(&bereq)).then(|| {
         (
