@@ -369,3 +369,35 @@ async fn sharded_example_keeps_each_url_on_one_shard() {
     let shards: std::collections::HashSet<_> = first.values().collect();
     assert_eq!(shards.len(), 3, "60 URLs land on all three shards");
 }
+
+#[tokio::test]
+async fn vcl_backend_error_retry_is_bounded_by_max_retries() {
+    // An origin that reads the request and hangs up without answering.
+    let broken = Origin::raw("").await;
+    let policy = |condition: &str| {
+        format!(
+            "vcl 4.1;
+backend broken {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_recv {{ return (pass); }}
+sub vcl_backend_error {{ if ({condition}) {{ return (retry); }} }}\n",
+            broken.addr.port()
+        )
+    };
+    let (_proxy, addr) = start(&policy("bereq.retries < 2")).await;
+    let reply = get(addr, "/twice", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.text());
+    assert_eq!(
+        broken.requests_for("/twice"),
+        3,
+        "the first attempt and two retries"
+    );
+
+    let (_proxy, addr) = start(&policy("true")).await;
+    let reply = get(addr, "/always", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        broken.requests_for("/always"),
+        5,
+        "one attempt and max_retries (4) retries"
+    );
+}

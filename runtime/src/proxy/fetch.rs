@@ -157,53 +157,90 @@ pub(super) async fn pass(
     }
 }
 
-/// Sends `bereq` to `backend`. When it could not connect (so the origin saw nothing), the
-/// request is safe to repeat and `hint` is a director with another healthy member, it goes
-/// once more to that member, as Varnish retries a fetch. A sick backend is not contacted.
-/// Returns the backend that answered
-/// (or failed last) with the outcome.
+/// `max_retries` of Varnish: how often `return (retry)` in `vcl_backend_error` may send a
+/// fetch again.
+const MAX_RETRIES: i64 = 4;
+
+/// Sends `bereq` to `backend`, and again where a failed fetch may be repeated (an idempotent
+/// request without a body, so the origin cannot have acted on it twice):
+/// - once, to another healthy member, when the backend came from a director and could not be
+///   connected to (the origin saw nothing), as Varnish retries a fetch;
+/// - when the policy's `vcl_backend_error` returns `retry`, up to [`MAX_RETRIES`] times,
+///   to the backend the hint picks then.
+///
+/// A sick backend is not contacted. Returns the backend that answered (or failed last) with
+/// the outcome.
 async fn send<'v>(
     version: &'v Version,
     backend: &'v Backend,
     hint: Option<BackendId>,
     bereq: Request<OutgoingBody>,
 ) -> (Result<Response<TimedBody>, BackendError>, &'v Backend) {
-    if !backend.healthy() {
-        // As Varnish: a backend its probe calls sick is not contacted; the fetch fails at once
-        // (503, or the stale object in grace).
-        let sick = BackendError {
-            backend: backend.name().to_string(),
-            address: backend.address().to_string(),
-            stage: Stage::Connect,
-            kind: FailureKind::Down,
-            detail: "sick: its health probe is failing".to_string(),
-        };
-        return (Err(sick), backend);
-    }
     let from_director = hint.is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
-    let replay = (from_director && repeatable(&bereq)).then(|| {
-        (
-            bereq.method().clone(),
-            bereq.uri().clone(),
-            bereq.headers().clone(),
-        )
+    let on_error = version.policy_defining(Sub::BackendError);
+    let replay = ((from_director || on_error.is_some()) && repeatable(&bereq)).then(|| {
+        let mut parts = Request::new(()).into_parts().0;
+        parts.method = bereq.method().clone();
+        parts.uri = bereq.uri().clone();
+        parts.headers = bereq.headers().clone();
+        parts
     });
-    let error = match backend.send(bereq).await {
-        Ok(response) => return (Ok(response), backend),
-        Err(error) => error,
-    };
-    let Some((method, uri, headers)) = replay.filter(|_| error.stage == Stage::Connect) else {
-        return (Err(error), backend);
-    };
-    let Some(other) = version.pick_other(hint, version.backend_id(backend)) else {
-        return (Err(error), backend);
-    };
-    tracing::warn!(retry_on = other.name(), "{error}; retrying on another backend");
-    let mut again = Request::new(empty_body());
-    *again.method_mut() = method;
-    *again.uri_mut() = uri;
-    *again.headers_mut() = headers;
-    (other.send(again).await, other)
+    let (mut backend, mut bereq, mut retries) = (backend, bereq, 0);
+    loop {
+        let error = if backend.healthy() {
+            match backend.send(bereq).await {
+                Ok(response) => return (Ok(response), backend),
+                Err(error) => error,
+            }
+        } else {
+            // As Varnish: a backend its probe calls sick is not contacted; the fetch fails at
+            // once (503, or the stale object in grace).
+            BackendError {
+                backend: backend.name().to_string(),
+                address: backend.address().to_string(),
+                stage: Stage::Connect,
+                kind: FailureKind::Down,
+                detail: "sick: its health probe is failing".to_string(),
+            }
+        };
+        let Some(parts) = &replay else {
+            return (Err(error), backend);
+        };
+        let unreached = from_director && retries == 0 && error.stage == Stage::Connect;
+        let next = match unreached.then(|| version.pick_other(hint, version.backend_id(backend))) {
+            Some(Some(other)) => other,
+            _ => match on_error {
+                Some(program)
+                    if retries < MAX_RETRIES && policy_retries(program, backend, parts, &error, retries) =>
+                {
+                    version.pick(hint, &[]).1
+                }
+                _ => return (Err(error), backend),
+            },
+        };
+        tracing::warn!(retry_on = next.name(), retries, "{error}; retrying");
+        retries += 1;
+        backend = next;
+        bereq = Request::from_parts(parts.clone(), empty_body());
+    }
+}
+
+/// Whether `vcl_backend_error` answers `retry` to `error` (a sub that delivers its error page
+/// runs again, for that page, once the fetch has failed for good).
+fn policy_retries(
+    program: &Program,
+    backend: &Backend,
+    bereq: &Parts,
+    error: &BackendError,
+    retries: i64,
+) -> bool {
+    let mut beresp = synth::backend_failure(error).into_parts().0;
+    beresp.headers.clear();
+    let mut bereq = bereq.clone();
+    let mut session = BackendSession::new(&mut bereq, backend.name(), true);
+    session.retries = retries;
+    session.beresp = Some(&mut beresp);
+    program.run(Sub::BackendError, &mut session) == Action::Retry
 }
 
 /// An idempotent request without a body (RFC 9110 §9.2.2): sending it twice is harmless.

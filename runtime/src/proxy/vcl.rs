@@ -303,6 +303,8 @@ pub(super) struct BackendSession<'a> {
     pub xid: i64,
     /// `vcl_backend_error`'s page.
     pub synthetic: Option<String>,
+    /// `bereq.retries`: how often the fetch was sent again.
+    pub retries: i64,
     /// Plugins `vcl_backend_response` runs (none unless the fetch sets them).
     pub plugins: PluginCalls,
 }
@@ -319,6 +321,7 @@ impl<'a> BackendSession<'a> {
             backend_name,
             xid: next_xid(),
             synthetic: None,
+            retries: 0,
             plugins: PluginCalls::none(),
         }
     }
@@ -333,7 +336,7 @@ impl Context for BackendSession<'_> {
             Var::BereqProto => Value::str(proto(self.bereq.version)),
             Var::BereqUncacheable => Value::Bool(self.uncacheable),
             Var::BereqXid => Value::Int(self.xid),
-            Var::BereqRetries => Value::Int(0),
+            Var::BereqRetries => Value::Int(self.retries),
             Var::BerespStatus => beresp.map_or(Value::Unset, |r| Value::Int(i64::from(r.status.as_u16()))),
             Var::BerespReason => beresp.map_or(Value::Unset, |r| {
                 Value::str(r.status.canonical_reason().unwrap_or(""))
