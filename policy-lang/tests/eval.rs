@@ -360,3 +360,37 @@ fn program_is_shareable() {
     .unwrap();
     assert_eq!(p.sources(), ["test.vcl"]);
 }
+
+#[test]
+fn string_comparisons_and_matches_in_conditions() {
+    // Comparisons with a literal on either side, unset headers reading as
+    // "", and `~` fast paths (literal alternations, `(?i)`) agreeing with
+    // the regex engine.
+    let p = program(&format!(
+        "{EMPTY}sub vcl_recv {{\n\
+         if (\"on\" == req.http.X-A) {{ set req.http.R1 = \"1\"; }}\n\
+         if (req.http.X-Missing == \"\") {{ set req.http.R2 = \"1\"; }}\n\
+         if (req.http.X-Missing != \"x\" && !req.http.X-Missing) {{ set req.http.R3 = \"1\"; }}\n\
+         if (\"/b\" > req.url) {{ set req.http.R4 = \"1\"; }}\n\
+         if (req.url >= \"/a\" && req.url <= \"/a/\") {{ set req.http.R5 = \"1\"; }}\n\
+         if (req.url ~ \"(?i)\\.(JPG|png|k)$\") {{ set req.http.R6 = \"1\"; }}\n\
+         if (req.url !~ \"^/(b|c)\") {{ set req.http.R7 = \"1\"; }}\n\
+         if (req.http.X-A ~ \"[[:upper:]]\" || req.method == \"POST\") {{ set req.http.R8 = \"1\"; }}\n\
+         }}"
+    ));
+    let run = |url: &str, xa: &str| -> String {
+        let mut c = TestContext::request("GET", url).header(Scope::Req, "X-A", xa);
+        p.run(Sub::Recv, &mut c);
+        (1..=8)
+            .map(|i| match c.get_header(Scope::Req, &format!("r{i}")) {
+                Some(_) => char::from(b'0' + i as u8),
+                None => '-',
+            })
+            .collect()
+    };
+    assert_eq!(run("/a/x.jpg", "on"), "1234-67-");
+    assert_eq!(run("/b/x.PNG", "On"), "-23--6-8");
+    // `(?i)` folds the Kelvin sign to `k`, as the regex engine does.
+    assert_eq!(run("/a/x.\u{212A}", "on"), "1234-67-");
+    assert_eq!(run("/a", "ON"), "-2345-78");
+}

@@ -275,11 +275,14 @@ fn literal_form(p: &str) -> Option<(bool, String, bool)> {
     Some((start, lit, end))
 }
 
+/// `(anchor, literals, case-insensitive)`.
+type Alternation = (Anchor, Box<[Box<str>]>, bool);
+
 /// `[(?i)][^]PREFIX(A|B|...)SUFFIX[$]` (the group may be `(?:...)`), anchored
 /// at one end at least, every part a plain literal: the anchor, the literals
 /// `PREFIX + A + SUFFIX`, ... and whether it is case-insensitive. `None`
 /// for anything else, and for `(?i)` with non-ASCII literals.
-fn alternation_form(p: &str) -> Option<(Anchor, Box<[Box<str>]>, bool)> {
+fn alternation_form(p: &str) -> Option<Alternation> {
     let (ci, p) = match p.strip_prefix("(?i)") {
         Some(rest) => (true, rest),
         None => (false, p),
@@ -458,7 +461,9 @@ mod tests {
     fn generated_patterns_agree_with_regex() {
         // Alternations built from pieces, against haystacks built from the same pieces.
         let pieces = ["a", "B", "\\.", "png", "PNG", "/", "ß", "k", "\\$", ""];
-        let hay = ["a", "b", "B", ".", "png", "PNG", "/", "ß", "K", "k", "\u{212A}", "$", "x"];
+        let hay = [
+            "a", "b", "B", ".", "png", "PNG", "/", "ß", "K", "k", "\u{212A}", "$", "x",
+        ];
         for (i, a) in pieces.iter().enumerate() {
             for b in &pieces[i..] {
                 for (ci, start, end) in [
