@@ -308,3 +308,27 @@ sub vcl_recv {{ plugin.request(broken); }}
     assert!(stderr.contains("plugin `broken`"), "{stderr}");
     assert!(stderr.contains("not a WebAssembly module"), "{stderr}");
 }
+
+#[tokio::test]
+async fn admin_status_and_metrics_report_plugins_and_their_failures() {
+    let origin = Origin::fixed(OriginReply::ok("fine")).await;
+    let path = write_policy(&sandbox_policy("trap.wat", "continue"));
+    let (proxy, addr) = support::start_proxy(origin.addr, |config| {
+        config.policy = Some(path);
+        config.admin_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    })
+    .await;
+    get(addr, "/", &[("x-trap", "1")]).await;
+    let admin = proxy.admin_addr().expect("admin API");
+    let status: serde_json::Value =
+        serde_json::from_slice(&get(admin, "/status", &[]).await.body).expect("JSON");
+    let plugin = &status["plugins"][0];
+    assert_eq!(plugin["name"], "guard");
+    assert_eq!(plugin["on_error"], "continue");
+    assert_eq!(plugin["failures"]["trap"], 1, "{status}");
+    let metrics = get(admin, "/metrics", &[]).await.text();
+    assert!(
+        metrics.contains(r#"edgecache_plugin_failures_total{plugin="guard",cause="trap"} 1"#),
+        "{metrics}"
+    );
+}

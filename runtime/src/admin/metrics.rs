@@ -10,6 +10,7 @@
 //! `backend_in_flight{backend}`, `backend_refused_total{backend}`, `backend_healthy{backend}`
 //! (1 or 0; always 1 without a probe), `backend_probes_total{backend,result}` (`good`/`bad`, probed
 //! backends only), `cache_objects`, `cache_bytes`, `cache_evictions_total`,
+//! `plugin_failures_total{plugin,cause}`, `plugin_instances_created_total{plugin}`,
 //! `bans`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
 //! `request_duration_seconds` (histogram).
 
@@ -217,6 +218,39 @@ impl Collector for Counters {
                 }
             }
         }
+        {
+            let mut failures = encoder.encode_descriptor(
+                "edgecache_plugin_failures",
+                "Plugin callbacks that failed, by plugin and cause (the instance was replaced)",
+                None,
+                MetricType::Counter,
+            )?;
+            for plugin in &version.plugins {
+                let stats = plugin.stats();
+                for (cause, value) in [
+                    ("trap", stats.traps),
+                    ("deadline", stats.deadlines),
+                    ("out_of_memory", stats.out_of_memory),
+                    ("abi", stats.abi_errors),
+                ] {
+                    let labels = [("plugin", plugin.name()), ("cause", cause)];
+                    ConstCounter::new(value).encode(failures.encode_family(&labels)?)?;
+                }
+            }
+        }
+        family(
+            &mut encoder,
+            "edgecache_plugin_instances_created",
+            "Plugin instances started (at load, to replace a failed one, or per request)",
+            MetricType::Counter,
+            "plugin",
+            version.plugins.iter().map(|plugin| {
+                (
+                    plugin.name().to_string(),
+                    ConstCounter::new(plugin.stats().instances_created),
+                )
+            }),
+        )?;
         gauge(
             &mut encoder,
             "edgecache_cache_objects",

@@ -242,11 +242,39 @@ fn status(state: &State) -> Value {
             "message": failure.message,
         })
     });
+    let declared = version
+        .policy
+        .as_ref()
+        .map_or(&[][..], |program| program.plugins());
+    let plugins: Vec<Value> = version
+        .plugins
+        .iter()
+        .zip(declared)
+        .map(|(plugin, decl)| {
+            let stats = plugin.stats();
+            json!({
+                "name": plugin.name(),
+                "path": decl.path,
+                "on_error": decl.on_error.as_str(),
+                "isolation": decl.isolation.as_str(),
+                "memory_limit_bytes": plugin.limits().memory,
+                "deadline_ms": plugin.limits().deadline.as_secs_f64() * 1e3,
+                "instances_created": stats.instances_created,
+                "failures": {
+                    "trap": stats.traps,
+                    "deadline": stats.deadlines,
+                    "out_of_memory": stats.out_of_memory,
+                    "abi": stats.abi_errors,
+                },
+            })
+        })
+        .collect();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_seconds": state.started.elapsed().as_secs_f64(),
         "generation": version.generation,
         "policy": policy,
+        "plugins": plugins,
         "watching": state.watching,
         "reloads": {
             "ok": reloads.ok,
@@ -363,13 +391,10 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         }
     };
     let version = state.shared.active.load_full();
-    let (key, kind) = match &version.policy {
-        None => (CacheKey::from_host_and_target(&host, &target), "default"),
-        Some(_) => (
-            CacheKey::from_hash_data(format!("{target}\0{host}\0").as_bytes()),
-            "builtin vcl_hash",
-        ),
-    };
+    // The host + URL key: what edgecache uses without a policy and for a policy's builtin
+    // vcl_hash alike. A user vcl_hash may build other keys (the note below says so).
+    let key = CacheKey::from_host_and_target(&host, &target);
+    let kind = "host + url (builtin vcl_hash)";
     let purged = state.shared.purge(&key);
     tracing::info!(host, url = target, purged, "purge from the admin API");
     let status = if purged {

@@ -137,6 +137,11 @@ pub(crate) struct Counters {
     pub(crate) instances: AtomicU64,
 }
 
+/// CPU time for an instance's start-up. Start-up does more than a request callback (an SDK
+/// initialises its runtime, parses configuration) and, being wall-clock, must not fail a load
+/// on a busy machine; a plugin that loops at start-up is still stopped.
+const STARTUP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A loaded plugin: the compiled module, its instance slots and counters.
 pub(crate) struct PluginInner {
     pub(crate) meta: Arc<PluginMeta>,
@@ -144,6 +149,9 @@ pub(crate) struct PluginInner {
     pub(crate) isolation: Isolation,
     pub(crate) limits: Limits,
     pub(crate) deadline_ticks: u64,
+    /// The deadline of start-up (module start, root context, `proxy_on_vm_start`,
+    /// `proxy_on_configure`), off the request path for the first instance.
+    pub(crate) startup_deadline_ticks: u64,
     /// Shared instances, one per worker thread (by thread index modulo the length).
     pub(crate) slots: Box<[Mutex<Option<Instance>>]>,
     generation: AtomicU64,
@@ -223,6 +231,10 @@ pub(crate) fn load(host: &HostInner, spec: &PluginSpec) -> Result<Arc<PluginInne
         isolation: spec.isolation,
         limits,
         deadline_ticks: deadline_ticks(limits.deadline, host.settings.epoch_tick),
+        startup_deadline_ticks: deadline_ticks(
+            limits.deadline.max(STARTUP_DEADLINE),
+            host.settings.epoch_tick,
+        ),
         slots: (0..slots).map(|_| Mutex::new(None)).collect(),
         generation: AtomicU64::new(0),
         counters: Counters::default(),

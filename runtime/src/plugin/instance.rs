@@ -96,7 +96,7 @@ impl Instance {
         store.limiter(|s| &mut s.limiter);
         // Pitfall: with epoch interruption on, the default deadline is "now"; set it before
         // instantiation, which runs start sections.
-        store.set_epoch_deadline(plugin.deadline_ticks);
+        store.set_epoch_deadline(plugin.startup_deadline_ticks);
         let instance = match plugin.pre.instantiate(&mut store) {
             Ok(i) => i,
             Err(e) => return Err(classify(e, store.data()).into()),
@@ -133,7 +133,7 @@ impl Instance {
             f,
             generation,
             next_ctx: 2,
-            ticks: plugin.deadline_ticks,
+            ticks: plugin.startup_deadline_ticks,
             next_tick: None,
         };
         if let Some(init) = initialize {
@@ -162,6 +162,7 @@ impl Instance {
                 return Err(StartError::Rejected("proxy_on_configure"));
             }
         }
+        this.ticks = plugin.deadline_ticks;
         this.schedule_tick();
         Ok(this)
     }

@@ -100,7 +100,17 @@ async fn route(
         );
     }
     let key = default_key(&parts);
-    match lookup(shared, version, route, client, &parts, key, &mut Builtin).await {
+    match lookup(
+        shared,
+        version,
+        route,
+        client,
+        &parts,
+        key,
+        &mut Builtin::default(),
+    )
+    .await
+    {
         Ok(served) => served,
         Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
     }
@@ -206,11 +216,8 @@ async fn lookup(
                 if let Some(action) = hooks.hit(object) {
                     return Err(action);
                 }
-                let hits = object.record_hit() + 1;
-                let mut response = respond::from_object(object, &request.method, &request.headers, now);
-                if version.policy_defining(Sub::Deliver).is_some() {
-                    response.extensions_mut().insert(respond::ObjHits(hits));
-                }
+                hooks.delivering(object.record_hit() + 1);
+                let response = respond::from_object(object, &request.method, &request.headers, now);
                 return Ok((response, state));
             }
         }
@@ -269,10 +276,15 @@ trait PolicyHooks {
     fn hit(&mut self, object: &Arc<CachedObject>) -> Option<Action>;
     /// `vcl_miss`, before the origin is asked.
     fn miss(&mut self) -> Option<Action>;
+    /// A stored object is delivered, hit for the `hits`th time (`obj.hits` in `vcl_deliver`).
+    fn delivering(&mut self, hits: u64);
 }
 
 /// No policy, or one that defines neither `vcl_hit` nor `vcl_miss`.
-struct Builtin;
+#[derive(Default)]
+struct Builtin {
+    obj_hits: u64,
+}
 
 impl PolicyHooks for Builtin {
     fn hit(&mut self, _object: &Arc<CachedObject>) -> Option<Action> {
@@ -281,6 +293,10 @@ impl PolicyHooks for Builtin {
 
     fn miss(&mut self) -> Option<Action> {
         None
+    }
+
+    fn delivering(&mut self, hits: u64) {
+        self.obj_hits = hits;
     }
 }
 
@@ -308,6 +324,10 @@ impl PolicyHooks for VclHooks<'_> {
         let action = self.program.run(Sub::Miss, self.session);
         (action != Action::Fetch).then_some(action)
     }
+
+    fn delivering(&mut self, hits: u64) {
+        self.session.obj_hits = hits;
+    }
 }
 
 // === with a policy ===
@@ -329,6 +349,7 @@ async fn vcl_route(
         let step = loop {
             match action {
                 Action::Lookup => {
+                    session.obj_hits = 0;
                     let key = vcl_key(program, &mut session);
                     let route = Route::pick(version, session.backend_hint);
                     let looked = if session.hash_always_miss {
@@ -342,7 +363,11 @@ async fn vcl_route(
                         };
                         lookup(shared, version, route, client, &request, key, &mut hooks).await
                     } else {
-                        lookup(shared, version, route, client, &session.req, key, &mut Builtin).await
+                        let mut builtin = Builtin::default();
+                        let looked =
+                            lookup(shared, version, route, client, &session.req, key, &mut builtin).await;
+                        session.obj_hits = builtin.obj_hits;
+                        looked
                     };
                     match looked {
                         Ok((response, state)) => break Step::Served(response, state),
@@ -426,8 +451,13 @@ async fn vcl_route(
     }
 }
 
-/// The cache key from `vcl_hash` (the user's, then the builtin's if it falls through).
+/// The cache key from `vcl_hash` (the user's, then the builtin's if it falls through). Without
+/// a user `vcl_hash`, the builtin's key (host and URL) is built natively: the same key as
+/// without a policy, so `PURGE` and the admin API's purge find the object either way.
 fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
+    if !program.has_sub(Sub::Hash) {
+        return default_key(&session.req);
+    }
     session.hash.clear();
     program.run(Sub::Hash, session);
     CacheKey::from_hash_data(&session.hash)
@@ -487,10 +517,6 @@ fn vcl_deliver(
         return Deliver::Done(response, state);
     }
     let (mut parts, body) = response.into_parts();
-    session.obj_hits = parts
-        .extensions
-        .get::<respond::ObjHits>()
-        .map_or(0, |hits| hits.0);
     session.resp = Some(ClientResponse {
         status: parts.status,
         reason: None,

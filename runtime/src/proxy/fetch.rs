@@ -493,7 +493,7 @@ enum NotStored {
     /// The rules or the policy say so: relay the response as it is.
     Because(&'static str),
     /// `vcl_backend_response` replaced the response: send this one.
-    Replaced(Response<ProxyBody>),
+    Replaced(Box<Response<ProxyBody>>),
 }
 
 /// What the client gets instead of the origin's response when `vcl_backend_response` ends with
@@ -588,7 +588,7 @@ impl FetchTask {
                 if let Some(leader) = &self.leader {
                     leader.publish(FetchOutcome::Uncacheable);
                 }
-                let _ = delivered.send(Delivery::Replaced(response));
+                let _ = delivered.send(Delivery::Replaced(*response));
                 return;
             }
             Err(NotStored::Because(reason)) => {
@@ -655,7 +655,7 @@ impl FetchTask {
             }
             Err(NotStored::Replaced(response)) => {
                 self.shared.store.purge(&self.key);
-                let _ = delivered.send(Delivery::Replaced(response));
+                let _ = delivered.send(Delivery::Replaced(*response));
             }
             Err(NotStored::Because(reason)) => {
                 // The merged response forbids storing now (e.g. `no-store` in the 304): serve
@@ -800,7 +800,7 @@ impl FetchTask {
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
         if let Some(replaced) = replacement(action, &mut session) {
-            return Err(NotStored::Replaced(replaced));
+            return Err(NotStored::Replaced(Box::new(replaced)));
         }
         let seconds = |value: f64| Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::ZERO);
         let decision = (!session.uncacheable).then(|| {

@@ -11,11 +11,6 @@ use crate::cache::object::{CachedObject, ObjectHead};
 use crate::cache::rules::conditional::{self, ConditionalOutcome};
 use crate::cache::rules::range::{self, RangeOutcome};
 
-/// How often the object had been hit, this request included (`obj.hits` in `vcl_deliver`),
-/// carried in the response's extensions.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct ObjHits(pub u64);
-
 /// Separates the parts of a `multipart/byteranges` body.
 const BOUNDARY: &str = "edgecache-byteranges";
 

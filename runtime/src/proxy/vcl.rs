@@ -65,6 +65,10 @@ fn seconds(value: &Value<'_>) -> Option<f64> {
 }
 
 fn set_url(uri: &mut Uri, value: &Value<'_>) {
+    // `set req.url = std.querysort(req.url);` and the like often leave the URL as it was.
+    if value.as_str() == uri.path_and_query().map(|pq| pq.as_str()) {
+        return;
+    }
     if let Some(text) = value.as_str() {
         match text.parse::<http::uri::PathAndQuery>() {
             Ok(path) => {
