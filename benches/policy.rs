@@ -2,6 +2,14 @@
 //! `vcl_recv` of a 50-rule policy on one request (target < 1 µs median).
 //!
 //! Run: `cargo bench --bench policy`
+//!
+//! Results (2 cores, others building; `cargo bench --bench policy`, criterion defaults):
+//! `vcl_recv_50_rules` 2.20 µs before the evaluator work of issue #4, 723 ns after
+//! (conditions evaluated as bool without a `Value` per node, string comparisons with a
+//! literal compiled to `StrCmp`, literal alternations such as `(?i)\.(png|jpg)$` and
+//! `[[:upper:]]` matched without the regex engine, no call for an empty `else`);
+//! `vcl_recv_wordpress` 957 ns -> 803 ns; `compile_policy_lines/988` 15.0 ms -> 14.7 ms.
+//! A profile of the same loop: `policy-lang/examples/recv_profile.rs`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use policy_lang::testing::{generated_policy, TestContext};
