@@ -943,3 +943,44 @@ sub vcl_synth {
     // Varnish (cnt_restart): past max_restarts the request goes to vcl_synth with 503.
     assert_eq!(reply.header("x-synth"), Some("policy"));
 }
+
+// === the builtin vcl_recv: native (no vcl_recv in the policy) and interpreted agree ===
+
+#[tokio::test]
+async fn builtin_vcl_recv_runs_the_same_natively_and_interpreted() {
+    let origin = Origin::start(cacheable).await;
+    // No vcl_recv: the runtime runs the builtin natively. An empty vcl_recv falls through to
+    // the interpreted builtin.vcl.
+    let (_native, native) =
+        start_with_policy("native_recv", "vcl 4.1;\nsub vcl_deliver { }\n", &origin).await;
+    let (_interpreted, interpreted) =
+        start_with_policy("interpreted_recv", "vcl 4.1;\nsub vcl_recv { }\n", &origin).await;
+    let cases: [(&str, &str, support::Headers<'_>); 8] = [
+        ("GET", "/a", &[]),
+        ("GET", "/a", &[]),
+        ("HEAD", "/a", &[]),
+        ("POST", "/a", &[]),
+        ("FOO", "/a", &[]),
+        ("GET", "/b", &[("cookie", "x=1")]),
+        ("GET", "/c", &[("authorization", "Basic eDp5")]),
+        ("GET", "/d", &[("host", "EXAMPLE.com")]),
+    ];
+    for (method, target, headers) in cases {
+        let one = send(method, native, target, headers, "").await;
+        let other = send(method, interpreted, target, headers, "").await;
+        assert_eq!(
+            (one.status, one.cache()),
+            (other.status, other.cache()),
+            "{method} {target} {headers:?}"
+        );
+    }
+    // The host was lower-cased before the key was made: the lower-case host hits.
+    let hit = send("GET", native, "/d", &[("host", "example.com")], "").await;
+    assert_eq!(hit.cache(), "HIT");
+    // HTTP/1.1 without Host: 400 from both.
+    for addr in [native, interpreted] {
+        let mut conn = support::RawConn::connect(addr).await;
+        conn.send("GET /e HTTP/1.1\r\n\r\n").await;
+        assert_eq!(conn.response(false).await.status, 400);
+    }
+}

@@ -2,6 +2,7 @@
 //! HTTP contexts created in it. Every callback gets a fresh CPU deadline; any failure is
 //! classified into a [`Cause`] and the caller discards the instance.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -41,7 +42,9 @@ struct GuestFuncs {
 
 pub(crate) struct Instance {
     store: Store<HostState>,
-    f: GuestFuncs,
+    /// Shared so that a callback can hold its function while the store is borrowed mutably
+    /// (cloning a `TypedFunc` goes through wasmtime's type registry on every call).
+    f: Arc<GuestFuncs>,
     pub(crate) generation: u64,
     next_ctx: u32,
     ticks: u64,
@@ -130,7 +133,7 @@ impl Instance {
 
         let mut this = Instance {
             store,
-            f,
+            f: Arc::new(f),
             generation,
             next_ctx: 2,
             ticks: plugin.startup_deadline_ticks,
@@ -148,8 +151,8 @@ impl Instance {
                 other => other?,
             }
         }
-        let create = this.f.on_context_create.clone();
-        this.call(&create, ROOT_ID as u32, (ROOT_ID, 0))?;
+        let funcs = Arc::clone(&this.f);
+        this.call(&funcs.on_context_create, ROOT_ID as u32, (ROOT_ID, 0))?;
         if let Some(vm_start) = vm_start {
             let len = plugin.meta.vm_config.len() as i32;
             if this.call(&vm_start, ROOT_ID as u32, (ROOT_ID, len))? == 0 {
@@ -187,8 +190,8 @@ impl Instance {
     pub(crate) fn create_context(&mut self) -> Result<u32, Cause> {
         let ctx = self.next_ctx;
         self.next_ctx = self.next_ctx.checked_add(1).unwrap_or(2);
-        let create = self.f.on_context_create.clone();
-        self.call(&create, ctx, (ctx as i32, ROOT_ID))?;
+        let funcs = Arc::clone(&self.f);
+        self.call(&funcs.on_context_create, ctx, (ctx as i32, ROOT_ID))?;
         Ok(ctx)
     }
 
@@ -235,13 +238,14 @@ impl Instance {
     }
 
     pub(crate) fn request_headers(&mut self, ctx: u32, req: &mut RequestView) -> Result<Verdict, Cause> {
-        let Some(f) = self.f.on_request_headers.clone() else {
+        let funcs = Arc::clone(&self.f);
+        let Some(f) = funcs.on_request_headers.as_ref() else {
             return Ok(Verdict::Continue);
         };
         let n = headers::request_count(req);
         let eos = i32::from(req.end_of_stream);
         let (action, local) =
-            self.with_views(Some(req), None, |this| this.call(&f, ctx, (ctx as i32, n, eos)));
+            self.with_views(Some(req), None, |this| this.call(f, ctx, (ctx as i32, n, eos)));
         Ok(self.verdict(action?, local))
     }
 
@@ -251,13 +255,14 @@ impl Instance {
         req: Option<&mut RequestView>,
         resp: &mut ResponseView,
     ) -> Result<Verdict, Cause> {
-        let Some(f) = self.f.on_response_headers.clone() else {
+        let funcs = Arc::clone(&self.f);
+        let Some(f) = funcs.on_response_headers.as_ref() else {
             return Ok(Verdict::Continue);
         };
         let n = headers::response_count(resp);
         let eos = i32::from(resp.end_of_stream);
         let (action, local) =
-            self.with_views(req, Some(resp), |this| this.call(&f, ctx, (ctx as i32, n, eos)));
+            self.with_views(req, Some(resp), |this| this.call(f, ctx, (ctx as i32, n, eos)));
         Ok(self.verdict(action?, local))
     }
 
@@ -272,14 +277,15 @@ impl Instance {
     ) -> Result<(), Cause> {
         let (result, _local) = self.with_views(req, resp, |this| {
             let c = ctx as i32;
-            if let Some(f) = this.f.on_done.clone() {
-                this.call(&f, ctx, c)?;
+            let funcs = Arc::clone(&this.f);
+            if let Some(f) = &funcs.on_done {
+                this.call(f, ctx, c)?;
             }
-            if let Some(f) = this.f.on_log.clone() {
-                this.call(&f, ctx, c)?;
+            if let Some(f) = &funcs.on_log {
+                this.call(f, ctx, c)?;
             }
-            if let Some(f) = this.f.on_delete.clone() {
-                this.call(&f, ctx, c)?;
+            if let Some(f) = &funcs.on_delete {
+                this.call(f, ctx, c)?;
             }
             Ok(())
         });
@@ -296,14 +302,15 @@ impl Instance {
 
     /// Runs `proxy_on_tick` on the root context if its period has elapsed.
     pub(crate) fn tick_if_due(&mut self, now: Instant) -> Result<bool, Cause> {
-        let (Some(due), Some(f)) = (self.next_tick, self.f.on_tick.clone()) else {
+        let funcs = Arc::clone(&self.f);
+        let (Some(due), Some(f)) = (self.next_tick, funcs.on_tick.as_ref()) else {
             self.schedule_tick();
             return Ok(false);
         };
         if now < due {
             return Ok(false);
         }
-        self.call(&f, ROOT_ID as u32, ROOT_ID)?;
+        self.call(f, ROOT_ID as u32, ROOT_ID)?;
         self.schedule_tick();
         Ok(true)
     }

@@ -125,6 +125,45 @@ fn builtin_passes(request: &Parts) -> bool {
         || request.headers.contains_key(header::COOKIE)
 }
 
+/// Varnish's builtin `vcl_recv` as policy-lang's `builtin.vcl` spells it, natively: what a
+/// policy without a `vcl_recv` of its own runs (interpreting it costs more than the rest of a
+/// hit). Keep it step for step with `builtin.vcl`; `tests/policy_phases.rs` holds them together.
+fn builtin_vcl_recv(request: &mut Parts) -> Action {
+    let synth = |status: StatusCode| Action::Synth {
+        status: status.as_u16(),
+        reason: status.canonical_reason().unwrap_or("").into(),
+    };
+    // vcl_req_host
+    if let Some(host) = request.headers.get(header::HOST) {
+        if host.as_bytes().iter().any(u8::is_ascii_uppercase) {
+            if let Ok(lower) = HeaderValue::from_bytes(&host.as_bytes().to_ascii_lowercase()) {
+                request.headers.insert(header::HOST, lower);
+            }
+        }
+    } else if request.version == http::Version::HTTP_11 {
+        return synth(StatusCode::BAD_REQUEST);
+    }
+    // vcl_req_method
+    let method = request.method.as_str();
+    if method == "PRI" {
+        return synth(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    const KNOWN: [&str; 8] = [
+        "GET", "HEAD", "PUT", "POST", "TRACE", "OPTIONS", "DELETE", "PATCH",
+    ];
+    if !KNOWN.contains(&method) {
+        return synth(StatusCode::NOT_IMPLEMENTED);
+    }
+    if method != "GET" && method != "HEAD" {
+        return Action::Pass;
+    }
+    // vcl_req_authorization, vcl_req_cookie
+    if request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key(header::COOKIE) {
+        return Action::Pass;
+    }
+    Action::Lookup
+}
+
 /// Varnish's builtin `vcl_hash`: the host and the URL.
 fn default_key(request: &Parts) -> CacheKey {
     let host = request
@@ -345,7 +384,11 @@ async fn vcl_route(
     let mut body = Some(body);
     let mut session = ClientSession::new(parts, client, version);
     loop {
-        let mut action = program.run(Sub::Recv, &mut session);
+        let mut action = if program.has_sub(Sub::Recv) {
+            program.run(Sub::Recv, &mut session)
+        } else {
+            builtin_vcl_recv(&mut session.req)
+        };
         let step = loop {
             match action {
                 Action::Lookup => {

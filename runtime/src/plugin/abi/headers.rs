@@ -17,7 +17,7 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use wasmtime::{Caller, Linker};
 
-use super::{hand_over, once, read, status, write_u32, HostState};
+use super::{hand_over, memory, once, range, read, status, write_u32, HostState};
 use crate::plugin::view::{RequestView, ResponseView};
 
 const REQUEST_HEADERS: i32 = 0;
@@ -396,17 +396,18 @@ fn write_value(
     value: (i32, i32),
     op: Op,
 ) -> i32 {
-    let (Some(k), Some(v)) = (
-        read(&mut caller, key.0, key.1),
-        read(&mut caller, value.0, value.1),
-    ) else {
+    let Some(memory) = memory(&mut caller) else {
         return status::INVALID_MEMORY_ACCESS;
     };
-    let k = lower(&k).into_owned();
-    let state = caller.data_mut();
+    // Borrowed from guest memory alongside the host state: no copies on this hot path.
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let (Some(k), Some(v)) = (range(data, key.0, key.1), range(data, value.0, value.1)) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    let k = lower(k);
     let result = match target(state, map) {
-        Target::Request => request_write(state.req.as_mut().expect("checked"), &k, &v, op),
-        Target::Response => response_write(state.resp.as_mut().expect("checked"), &k, &v, op),
+        Target::Request => request_write(state.req.as_mut().expect("checked"), &k, v, op),
+        Target::Response => response_write(state.resp.as_mut().expect("checked"), &k, v, op),
         Target::Empty => {
             if map == REQUEST_HEADERS || map == RESPONSE_HEADERS {
                 state.meta.log_once(
