@@ -949,12 +949,19 @@ sub vcl_synth {
 #[tokio::test]
 async fn builtin_vcl_recv_runs_the_same_natively_and_interpreted() {
     let origin = Origin::start(cacheable).await;
-    // No vcl_recv: the runtime runs the builtin natively. An empty vcl_recv falls through to
-    // the interpreted builtin.vcl.
+    // No vcl_recv, or one that falls through: the runtime runs the builtin natively. Calling
+    // the builtin's parts one by one runs the interpreted builtin.vcl.
     let (_native, native) =
         start_with_policy("native_recv", "vcl 4.1;\nsub vcl_deliver { }\n", &origin).await;
-    let (_interpreted, interpreted) =
-        start_with_policy("interpreted_recv", "vcl 4.1;\nsub vcl_recv { }\n", &origin).await;
+    let (_through, through) =
+        start_with_policy("fall_through", "vcl 4.1;\nsub vcl_recv { }\n", &origin).await;
+    let (_interpreted, interpreted) = start_with_policy(
+        "interpreted_recv",
+        "vcl 4.1;\nsub vcl_recv { call vcl_req_host; call vcl_req_method; \
+         call vcl_req_authorization; call vcl_req_cookie; }\n",
+        &origin,
+    )
+    .await;
     let cases: [(&str, &str, support::Headers<'_>); 8] = [
         ("GET", "/a", &[]),
         ("GET", "/a", &[]),
@@ -966,19 +973,23 @@ async fn builtin_vcl_recv_runs_the_same_natively_and_interpreted() {
         ("GET", "/d", &[("host", "EXAMPLE.com")]),
     ];
     for (method, target, headers) in cases {
-        let one = send(method, native, target, headers, "").await;
-        let other = send(method, interpreted, target, headers, "").await;
-        assert_eq!(
-            (one.status, one.cache()),
-            (other.status, other.cache()),
-            "{method} {target} {headers:?}"
-        );
+        let reference = send(method, interpreted, target, headers, "").await;
+        for addr in [native, through] {
+            let reply = send(method, addr, target, headers, "").await;
+            assert_eq!(
+                (reply.status, reply.cache()),
+                (reference.status, reference.cache()),
+                "{method} {target} {headers:?}"
+            );
+        }
     }
     // The host was lower-cased before the key was made: the lower-case host hits.
-    let hit = send("GET", native, "/d", &[("host", "example.com")], "").await;
-    assert_eq!(hit.cache(), "HIT");
-    // HTTP/1.1 without Host: 400 from both.
-    for addr in [native, interpreted] {
+    for addr in [native, through, interpreted] {
+        let hit = send("GET", addr, "/d", &[("host", "example.com")], "").await;
+        assert_eq!(hit.cache(), "HIT");
+    }
+    // HTTP/1.1 without Host: 400 from all three.
+    for addr in [native, through, interpreted] {
         let mut conn = support::RawConn::connect(addr).await;
         conn.send("GET /e HTTP/1.1\r\n\r\n").await;
         assert_eq!(conn.response(false).await.status, 400);

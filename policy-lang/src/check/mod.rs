@@ -458,6 +458,22 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
             }
         }
     }
+    // `vcl_builtin_recv` as builtin.vcl has it (no user definition extends it or the subs it
+    // calls), which a runtime may run natively (`Context::builtin_recv`).
+    const BUILTIN_RECV: [&str; 5] = [
+        "vcl_builtin_recv",
+        "vcl_req_host",
+        "vcl_req_method",
+        "vcl_req_authorization",
+        "vcl_req_cookie",
+    ];
+    let untouched = subs
+        .iter()
+        .all(|s| !(s.from_user && BUILTIN_RECV.contains(&s.name.as_str())));
+    let builtin_recv = subs
+        .iter()
+        .position(|s| s.name == BUILTIN_RECV[0])
+        .filter(|_| untouched);
     Some(compile::Parts {
         backends,
         default_backend,
@@ -468,6 +484,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         bodies,
         methods,
         user_methods,
+        builtin_recv,
     })
 }
 

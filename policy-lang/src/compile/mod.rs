@@ -270,6 +270,9 @@ pub struct Program {
     pub(crate) bodies: Vec<Vec<ir::Stmt>>,
     pub(crate) methods: [Option<usize>; 13],
     pub(crate) user_methods: u16,
+    /// The body of Varnish's `vcl_builtin_recv`, untouched by the user: a `call` of it asks
+    /// [`Context::builtin_recv`](crate::Context::builtin_recv) first.
+    pub(crate) builtin_recv: Option<usize>,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<crate::Diagnostics>,
 }
@@ -356,6 +359,8 @@ pub(crate) struct Parts {
     pub bodies: Vec<Vec<ir::Stmt>>,
     pub methods: [Option<usize>; 13],
     pub user_methods: u16,
+    /// The body of the builtin's `vcl_builtin_recv`, when no user sub extends it.
+    pub builtin_recv: Option<usize>,
 }
 
 pub(crate) fn compile(parts: Parts, sources: Vec<String>) -> Program {
@@ -373,6 +378,7 @@ pub(crate) fn compile(parts: Parts, sources: Vec<String>) -> Program {
         bodies,
         methods: parts.methods,
         user_methods: parts.user_methods,
+        builtin_recv: parts.builtin_recv,
         sources,
         warnings: None,
     }

@@ -228,6 +228,14 @@ pub trait Context {
         0.5
     }
 
+    /// Varnish's `vcl_builtin_recv` (host, method, `Authorization` and `Cookie` checks, as
+    /// `builtin.vcl` spells them), run natively by the runtime: `Some(Some(action))` when it
+    /// returns, `Some(None)` when it falls through. The default `None` interprets
+    /// `builtin.vcl`. Only asked when no user sub extends those subs.
+    fn builtin_recv(&mut self) -> Option<Option<crate::Action>> {
+        None
+    }
+
     /// `plugin.request(NAME);` (phase [`PluginPhase::Request`], `vcl_recv`)
     /// and `plugin.response(NAME);` (phase [`PluginPhase::Response`],
     /// `vcl_backend_response` / `vcl_deliver`): run the plugin's phase on the

@@ -87,8 +87,17 @@ impl Program {
             Stmt::Return(r) => return Flow::Done(self.ret(r, &*ctx)),
             Stmt::ReturnSub => return Flow::Leave,
             Stmt::Call(i) => {
-                if let Flow::Done(a) = self.exec_block(&self.bodies[*i], sub, ctx) {
-                    return Flow::Done(a);
+                let native = (self.builtin_recv == Some(*i))
+                    .then(|| ctx.builtin_recv())
+                    .flatten();
+                match native {
+                    Some(Some(action)) => return Flow::Done(action),
+                    Some(None) => {}
+                    None => {
+                        if let Flow::Done(a) = self.exec_block(&self.bodies[*i], sub, ctx) {
+                            return Flow::Done(a);
+                        }
+                    }
                 }
             }
             Stmt::HashData(e) => {

@@ -126,9 +126,10 @@ fn builtin_passes(request: &Parts) -> bool {
 }
 
 /// Varnish's builtin `vcl_recv` as policy-lang's `builtin.vcl` spells it, natively: what a
-/// policy without a `vcl_recv` of its own runs (interpreting it costs more than the rest of a
-/// hit). Keep it step for step with `builtin.vcl`; `tests/policy_phases.rs` holds them together.
-fn builtin_vcl_recv(request: &mut Parts) -> Action {
+/// policy without a `vcl_recv` of its own runs, and what a user `vcl_recv` falls through to
+/// (interpreting it costs more than the rest of a hit). Keep it step for step with
+/// `builtin.vcl`; `tests/policy_phases.rs` holds them together.
+pub(super) fn builtin_vcl_recv(request: &mut Parts) -> Action {
     let synth = |status: StatusCode| Action::Synth {
         status: status.as_u16(),
         reason: status.canonical_reason().unwrap_or("").into(),

@@ -282,6 +282,11 @@ impl Context for ClientSession {
             .is_none_or(crate::backend::Backend::healthy)
     }
 
+    fn builtin_recv(&mut self) -> Option<Option<policy_lang::Action>> {
+        let action = super::driver::builtin_vcl_recv(&mut self.req);
+        Some((action != policy_lang::Action::Lookup).then_some(action))
+    }
+
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
         let client = Some(self.client);
         match (phase, self.resp.as_mut()) {
