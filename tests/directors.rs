@@ -401,3 +401,33 @@ sub vcl_backend_error {{ if ({condition}) {{ return (retry); }} }}\n",
         "one attempt and max_retries (4) retries"
     );
 }
+
+#[tokio::test]
+async fn bereq_backend_set_in_vcl_backend_fetch_picks_the_origin() {
+    let [a, b, c] = three().await;
+    let policy = format!(
+        "vcl 4.1;\nimport directors;\n{}
+sub vcl_init {{ new rr = directors.round_robin(); rr.add_backend(b); rr.add_backend(c); }}
+sub vcl_recv {{ return (pass); }}
+sub vcl_backend_fetch {{
+    if (bereq.url ~ \"^/spread\") {{ set bereq.backend = rr.backend(); }}
+    elsif (bereq.url ~ \"^/b\") {{ set bereq.backend = b; }}
+}}\n",
+        backends(&[&a, &b, &c], "")
+    );
+    let (_proxy, addr) = start(&policy).await;
+    assert_eq!(
+        served_by(addr, "/a").await,
+        "a",
+        "the default backend (first declared)"
+    );
+    assert_eq!(served_by(addr, "/b").await, "b");
+    for i in 0..4 {
+        served_by(addr, &format!("/spread/{i}")).await;
+    }
+    assert_eq!(
+        (a.requests(), b.requests(), c.requests()),
+        (1, 3, 2),
+        "the director picked in vcl_backend_fetch"
+    );
+}

@@ -131,7 +131,7 @@ pub(super) async fn pass(
     body: OutgoingBody,
 ) -> Response<ProxyBody> {
     let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
-    vcl_backend_fetch(version, route.backend, &mut bereq, true);
+    let route = vcl_backend_fetch(version, route, &mut bereq, true);
     let (sent, backend) = send(version, route.backend, route.hint, bereq).await;
     match sent {
         Ok(response) => {
@@ -249,25 +249,34 @@ fn repeatable(bereq: &Request<OutgoingBody>) -> bool {
 }
 
 /// Runs `vcl_backend_fetch` over an origin request, when the policy defines it.
-fn vcl_backend_fetch(
-    version: &Version,
-    backend: &Backend,
+fn vcl_backend_fetch<'v>(
+    version: &'v Version,
+    route: Route<'v>,
     bereq: &mut Request<OutgoingBody>,
     uncacheable: bool,
-) {
+) -> Route<'v> {
     let Some(program) = version.policy_defining(Sub::BackendFetch) else {
-        return;
+        return route;
     };
     let mut parts = Request::new(()).into_parts().0;
     parts.method = bereq.method().clone();
     parts.uri = bereq.uri().clone();
     parts.version = bereq.version();
     parts.headers = std::mem::take(bereq.headers_mut());
-    let mut session = BackendSession::new(&mut parts, backend.name(), uncacheable);
+    let mut session = BackendSession::new(&mut parts, route.backend.name(), uncacheable);
+    session.backend = route.hint;
+    session.backends = &version.backends;
     program.run(Sub::BackendFetch, &mut session);
+    // `set bereq.backend = ...` picks again (a director resolves now).
+    let chosen = session.backend;
     *bereq.method_mut() = parts.method;
     *bereq.uri_mut() = parts.uri;
     *bereq.headers_mut() = parts.headers;
+    if chosen == route.hint {
+        route
+    } else {
+        Route::pick(version, chosen)
+    }
 }
 
 /// RFC 9111 §4.4: a non-error response to an unsafe method invalidates the stored responses
@@ -392,14 +401,14 @@ pub(super) async fn miss(
     leader: Option<Leader>,
     stale: Option<Arc<CachedObject>>,
 ) -> (Response<ProxyBody>, CacheState) {
-    let backend = route.backend;
     let request = parts.clone();
     let (method, request_headers) = (&request.method, &request.headers);
     let mut bereq = match (&leader, &stale) {
         (None, None) => hit_for_pass_request(&parts, client.ip()),
         _ => fill_request(&parts, client.ip(), stale.as_deref()),
     };
-    vcl_backend_fetch(version, backend, &mut bereq, false);
+    let route = vcl_backend_fetch(version, route, &mut bereq, false);
+    let backend = route.backend;
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
         shared: shared.clone(),
@@ -466,12 +475,12 @@ pub(super) fn refresh_in_background(
     key: CacheKey,
     stale: Arc<CachedObject>,
 ) {
-    let backend = route.backend;
     let Join::Leader(leader) = shared.coalescer.join(&key) else {
         return;
     };
     let mut bereq = fill_request(request, client.ip(), Some(&stale));
-    vcl_backend_fetch(version, backend, &mut bereq, false);
+    let route = vcl_backend_fetch(version, route, &mut bereq, false);
+    let backend = route.backend;
     let task = FetchTask {
         shared: shared.clone(),
         version: version.clone(),

@@ -314,6 +314,10 @@ pub(super) struct BackendSession<'a> {
     pub synthetic: Option<String>,
     /// `bereq.retries`: how often the fetch was sent again.
     pub retries: i64,
+    /// `bereq.backend`: the policy's choice (a backend or a director), in `vcl_backend_fetch`.
+    pub backend: Option<BackendId>,
+    /// The version's backends, for `std.healthy(...)` (empty where no sub asks).
+    pub backends: &'a [crate::backend::Backend],
     /// Plugins `vcl_backend_response` runs (none unless the fetch sets them).
     pub plugins: PluginCalls,
 }
@@ -331,6 +335,8 @@ impl<'a> BackendSession<'a> {
             xid: next_xid(),
             synthetic: None,
             retries: 0,
+            backend: None,
+            backends: &[],
             plugins: PluginCalls::none(),
         }
     }
@@ -346,6 +352,7 @@ impl Context for BackendSession<'_> {
             Var::BereqUncacheable => Value::Bool(self.uncacheable),
             Var::BereqXid => Value::Int(self.xid),
             Var::BereqRetries => Value::Int(self.retries),
+            Var::BereqBackend => Value::Backend(self.backend),
             Var::BerespStatus => beresp.map_or(Value::Unset, |r| Value::Int(i64::from(r.status.as_u16()))),
             Var::BerespReason => beresp.map_or(Value::Unset, |r| {
                 Value::str(r.status.canonical_reason().unwrap_or(""))
@@ -365,6 +372,11 @@ impl Context for BackendSession<'_> {
         match var {
             Var::BereqUrl => set_url(&mut self.bereq.uri, &value),
             Var::BereqMethod => set_method(&mut self.bereq.method, &value),
+            Var::BereqBackend => {
+                if let Value::Backend(backend) = value {
+                    self.backend = backend;
+                }
+            }
             Var::BerespTtl => self.ttl = seconds(&value).unwrap_or(self.ttl),
             Var::BerespGrace => self.grace = seconds(&value).unwrap_or(self.grace),
             Var::BerespKeep => self.keep = seconds(&value).unwrap_or(self.keep),
@@ -431,6 +443,12 @@ impl Context for BackendSession<'_> {
 
     fn log(&mut self, msg: &str) {
         tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
+    }
+
+    fn healthy(&self, backend: BackendId) -> bool {
+        self.backends
+            .get(backend.index())
+            .is_none_or(crate::backend::Backend::healthy)
     }
 
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
