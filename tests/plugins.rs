@@ -332,3 +332,38 @@ async fn admin_status_and_metrics_report_plugins_and_their_failures() {
         "{metrics}"
     );
 }
+
+// === the AssemblyScript SDK ===
+
+#[tokio::test]
+async fn assemblyscript_sdk_plugin_adds_its_header_through_the_proxy() {
+    let built = dist().join("as_add_header.wasm");
+    if !built.exists() {
+        // build.sh builds it only where npm is installed; anywhere else its absence is a bug.
+        let npm = Command::new("npm")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            !npm,
+            "npm is installed but build.sh did not produce {}",
+            built.display()
+        );
+        eprintln!("SKIPPED: npm is not installed, so the AssemblyScript plugin was not built");
+        return;
+    }
+    let origin = Origin::start(cacheable).await;
+    let policy = format!(
+        r#"vcl 4.1;
+plugin as_header {{ .path = "{}"; .config = "x-sdk: assemblyscript"; }}
+sub vcl_deliver {{ plugin.response(as_header); }}
+"#,
+        built.display()
+    );
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    for expected in ["MISS", "HIT"] {
+        let reply = get(addr, "/as", &[]).await;
+        assert_eq!(reply.cache(), expected);
+        assert_eq!(reply.header("x-sdk"), Some("assemblyscript"));
+    }
+}
