@@ -276,6 +276,13 @@ async fn lookup(
         }
         match shared.coalescer.join(&key) {
             Join::Leader(leader) => {
+                // A fetch that ended between the store lookup above and this join has stored
+                // its object by now (a fill stores before it lets go of the key): look again
+                // rather than fetch a second time. Waiters that joined meanwhile look again too.
+                if stored.is_none() && shared.store.lookup(&key, &request.headers).is_some() {
+                    drop(leader);
+                    continue;
+                }
                 if let Some(action) = hooks.miss() {
                     return Err(action);
                 }
