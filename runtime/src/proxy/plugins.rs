@@ -22,7 +22,10 @@ use crate::version::Version;
 pub(super) struct PluginCalls {
     /// The version whose plugins run; `None` when it has none (nothing to call).
     version: Option<Arc<Version>>,
-    streams: Vec<(PluginId, PluginStream)>,
+    /// The first plugin's stream inline (most policies run one plugin per request), the
+    /// others after it.
+    first: Option<(PluginId, PluginStream)>,
+    more: Vec<(PluginId, PluginStream)>,
     /// What a plugin answered the request with, for [`Action::PluginResponse`].
     ///
     /// [`Action::PluginResponse`]: policy_lang::Action::PluginResponse
@@ -33,7 +36,8 @@ impl PluginCalls {
     pub fn new(version: &Arc<Version>) -> PluginCalls {
         PluginCalls {
             version: (!version.plugins.is_empty()).then(|| version.clone()),
-            streams: Vec::new(),
+            first: None,
+            more: Vec::new(),
             local: None,
         }
     }
@@ -42,7 +46,8 @@ impl PluginCalls {
     pub fn none() -> PluginCalls {
         PluginCalls {
             version: None,
-            streams: Vec::new(),
+            first: None,
+            more: Vec::new(),
             local: None,
         }
     }
@@ -82,15 +87,18 @@ impl PluginCalls {
 
     fn stream(&mut self, id: PluginId) -> Option<&mut PluginStream> {
         let version = self.version.as_ref()?;
-        let position = match self.streams.iter().position(|(open, _)| *open == id) {
-            Some(position) => position,
-            None => {
-                let plugin = version.plugins.get(id.index())?;
-                self.streams.push((id, plugin.stream()));
-                self.streams.len() - 1
-            }
-        };
-        Some(&mut self.streams[position].1)
+        if self.first.as_ref().is_some_and(|(open, _)| *open == id) {
+            return self.first.as_mut().map(|(_, stream)| stream);
+        }
+        if let Some(position) = self.more.iter().position(|(open, _)| *open == id) {
+            return Some(&mut self.more[position].1);
+        }
+        let opened = (id, version.plugins.get(id.index())?.stream());
+        if self.first.is_none() {
+            return Some(&mut self.first.insert(opened).1);
+        }
+        self.more.push(opened);
+        self.more.last_mut().map(|(_, stream)| stream)
     }
 
     fn outcome(&mut self, id: PluginId, result: Result<Verdict, PluginError>) -> PluginOutcome {
