@@ -115,21 +115,19 @@ impl Version {
     }
 
     /// The backend a fetch goes to for `hint` (`req.backend_hint`: a backend, a director, or
-    /// `None` for the default). A director picks now among its healthy members, leaving out
-    /// `tried` (backends a retry already failed on); when none is left it picks as if all were
-    /// healthy, so the fetch fails on a named backend as in Varnish. A declared backend is
-    /// returned as is.
-    pub fn pick(&self, hint: Option<BackendId>, tried: &[BackendId]) -> (BackendId, &Backend) {
-        let fallback = || (BackendId::new(0), self.default_backend());
+    /// `None` for the default). A director picks now among its healthy members; when none is
+    /// healthy it picks as if all were, so the fetch fails on a named backend as in Varnish. A
+    /// declared backend is returned as is.
+    pub fn pick(&self, hint: Option<BackendId>) -> &Backend {
         let Some(program) = self.policy.as_ref() else {
-            return fallback();
+            return self.default_backend();
         };
         let Some(wanted) = hint.or_else(|| program.default_backend()) else {
-            return fallback();
+            return self.default_backend();
         };
         let healthy = Picking {
             backends: &self.backends,
-            tried,
+            left_out: None,
             all_healthy: false,
         };
         let any = Picking {
@@ -139,8 +137,8 @@ impl Version {
         program
             .resolve_backend(wanted, &healthy)
             .or_else(|| program.resolve_backend(wanted, &any))
-            .and_then(|id| Some((id, self.backends.get(id.index())?)))
-            .unwrap_or_else(fallback)
+            .and_then(|id| self.backends.get(id.index()))
+            .unwrap_or_else(|| self.default_backend())
     }
 
     /// Another healthy backend for a retry after `failed`, when `hint` is a director with one.
@@ -149,7 +147,7 @@ impl Version {
         let hint = hint.or_else(|| program.default_backend())?;
         let healthy = Picking {
             backends: &self.backends,
-            tried: &[failed],
+            left_out: Some(failed),
             all_healthy: false,
         };
         let id = program.resolve_backend(hint, &healthy)?;
@@ -230,15 +228,15 @@ fn backends(
 #[derive(Clone, Copy)]
 struct Picking<'a> {
     backends: &'a [Backend],
-    /// Counted as sick: the backends a retry already failed on.
-    tried: &'a [BackendId],
+    /// Counted as sick: the backend a retry already failed on.
+    left_out: Option<BackendId>,
     /// Every backend counts as healthy (the last resort when none is).
     all_healthy: bool,
 }
 
 impl Context for Picking<'_> {
     fn healthy(&self, backend: BackendId) -> bool {
-        !self.tried.contains(&backend)
+        self.left_out != Some(backend)
             && (self.all_healthy || self.backends.get(backend.index()).is_some_and(Backend::healthy))
     }
 

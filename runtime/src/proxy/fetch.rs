@@ -42,7 +42,7 @@ impl<'a> Route<'a> {
     /// The backend `hint` leads to now (see [`Version::pick`]).
     pub fn pick(version: &'a Version, hint: Option<BackendId>) -> Route<'a> {
         Route {
-            backend: version.pick(hint, &[]).1,
+            backend: version.pick(hint),
             hint,
         }
     }
@@ -213,7 +213,7 @@ async fn send<'v>(
                 Some(program)
                     if retries < MAX_RETRIES && policy_retries(program, backend, parts, &error, retries) =>
                 {
-                    version.pick(hint, &[]).1
+                    version.pick(hint)
                 }
                 _ => return (Err(error), backend),
             },
