@@ -7,21 +7,12 @@ mod support;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::time::Duration;
 
 use edgecache_runtime::Running;
 use http::StatusCode;
 use support::{get, Origin, OriginReply};
-
-fn write_policy(text: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("edgecache-directors-{}-{n}.vcl", std::process::id()));
-    std::fs::write(&path, text).expect("write the policy");
-    path
-}
 
 /// An origin that answers with `name` (and `extra` applied to the reply).
 async fn named(name: &'static str, extra: fn(OriginReply) -> OriginReply) -> Origin {
@@ -55,7 +46,7 @@ fn backends(origins: &[&Origin], extra: &str) -> String {
 }
 
 async fn start(policy: &str) -> (Running, SocketAddr) {
-    let path = write_policy(policy);
+    let path = support::write_policy("directors", policy);
     // No -b: the policy's backends are the origins.
     let config = edgecache_runtime::Config {
         listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
@@ -145,7 +136,7 @@ sub vcl_recv {{ set req.backend_hint = h.backend(req.url); return (pass); }}\n",
         )
     };
     let all = "h.add_backend(a, 1.0); h.add_backend(b, 1.0); h.add_backend(c, 1.0);";
-    let path = write_policy(&policy(&[&a, &b, &c], all));
+    let path = support::write_policy("directors", &policy(&[&a, &b, &c], all));
     let config = edgecache_runtime::Config {
         listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
         policy: Some(path.clone()),

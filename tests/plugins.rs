@@ -7,7 +7,7 @@ mod support;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -51,16 +51,8 @@ fn wasm(name: &str) -> String {
     dist().join(name).display().to_string()
 }
 
-fn write_policy(text: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("edgecache-plugins-{}-{n}.vcl", std::process::id()));
-    std::fs::write(&path, text).expect("write the policy");
-    path
-}
-
 async fn start_with_policy(policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = write_policy(policy);
+    let path = support::write_policy("plugins", policy);
     support::start_proxy(origin.addr, |config| config.policy = Some(path)).await
 }
 
@@ -228,7 +220,7 @@ async fn a_trapping_plugin_with_on_error_continue_fails_open() {
 #[tokio::test]
 async fn a_looping_plugin_is_stopped_at_its_deadline() {
     let origin = Origin::fixed(OriginReply::ok("fine")).await;
-    let path = write_policy(&sandbox_policy("loop.wat", "deny"));
+    let path = support::write_policy("plugins", &sandbox_policy("loop.wat", "deny"));
     let (_proxy, addr) = support::start_proxy(origin.addr, |config| {
         config.policy = Some(path);
         config.plugin_limits.deadline = Duration::from_millis(50);
@@ -249,7 +241,7 @@ async fn a_looping_plugin_is_stopped_at_its_deadline() {
 #[tokio::test]
 async fn a_plugin_allocating_past_its_memory_limit_is_contained() {
     let origin = Origin::fixed(OriginReply::ok("fine")).await;
-    let path = write_policy(&sandbox_policy("oom.wat", "deny"));
+    let path = support::write_policy("plugins", &sandbox_policy("oom.wat", "deny"));
     let (_proxy, addr) = support::start_proxy(origin.addr, |config| {
         config.policy = Some(path);
         config.plugin_limits.memory = 2 << 20;
@@ -266,7 +258,8 @@ async fn a_plugin_allocating_past_its_memory_limit_is_contained() {
 
 #[tokio::test]
 async fn a_missing_plugin_file_refuses_the_policy_at_start() {
-    let policy = write_policy(
+    let policy = support::write_policy(
+        "plugins",
         r#"vcl 4.1;
 plugin ghost { .path = "/nonexistent/ghost.wasm"; }
 sub vcl_recv { plugin.request(ghost); }
@@ -290,14 +283,17 @@ sub vcl_recv { plugin.request(ghost); }
 fn edgecache_check_reports_plugin_load_errors() {
     let not_wasm = std::env::temp_dir().join(format!("edgecache-not-wasm-{}.wasm", std::process::id()));
     std::fs::write(&not_wasm, "this is not a module").expect("write");
-    let policy = write_policy(&format!(
-        r#"vcl 4.1;
+    let policy = support::write_policy(
+        "plugins",
+        &format!(
+            r#"vcl 4.1;
 backend default {{ .host = "127.0.0.1"; .port = "8080"; }}
 plugin broken {{ .path = "{}"; }}
 sub vcl_recv {{ plugin.request(broken); }}
 "#,
-        not_wasm.display()
-    ));
+            not_wasm.display()
+        ),
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_edgecache"))
         .arg("check")
         .arg(&policy)
@@ -312,7 +308,7 @@ sub vcl_recv {{ plugin.request(broken); }}
 #[tokio::test]
 async fn admin_status_and_metrics_report_plugins_and_their_failures() {
     let origin = Origin::fixed(OriginReply::ok("fine")).await;
-    let path = write_policy(&sandbox_policy("trap.wat", "continue"));
+    let path = support::write_policy("plugins", &sandbox_policy("trap.wat", "continue"));
     let (proxy, addr) = support::start_proxy(origin.addr, |config| {
         config.policy = Some(path);
         config.admin_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));

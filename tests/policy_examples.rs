@@ -21,15 +21,6 @@ use support::{eventually_stored, http_date_from_now, send, start_proxy, Client, 
 
 // === helpers ===
 
-/// Writes `text` to a fresh file in the temp directory and returns its path.
-fn write_policy(name: &str, text: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("edgecache-policy-{}-{n}-{name}", std::process::id()));
-    std::fs::write(&path, text).expect("write the policy");
-    path
-}
-
 /// `examples/policies/<name>`, with `backend default` pointed at `origin`, in a temp file.
 fn example_policy(name: &str, origin: SocketAddr) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,7 +42,7 @@ fn example_policy(name: &str, origin: SocketAddr) -> PathBuf {
     let text = text
         .replace(host, &format!(r#".host = "{}";"#, origin.ip()))
         .replace(port, &format!(r#".port = "{}";"#, origin.port()));
-    write_policy(name, &without_probe(&text))
+    support::write_policy(name, &without_probe(&text))
 }
 
 /// The policy without its backend's inline `.probe = { ... }`: these tests are about caching,

@@ -7,7 +7,6 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -17,18 +16,9 @@ use support::{eventually_stored, send, start_proxy, Client, Origin, OriginReply}
 
 // === helpers ===
 
-/// Writes `text` to a fresh file in the temp directory and returns its path.
-fn write_policy(name: &str, text: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("edgecache-policy-{}-{n}-{name}.vcl", std::process::id()));
-    std::fs::write(&path, text).expect("write the policy");
-    path
-}
-
 /// edgecache running `policy` (VCL text) in front of `origin`.
 async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = write_policy(name, policy);
+    let path = support::write_policy(name, policy);
     start_proxy(origin.addr, |config| config.policy = Some(path)).await
 }
 
@@ -748,7 +738,7 @@ backend origin {{
         origin.addr.ip(),
         origin.addr.port()
     );
-    let path = write_policy("declared_backend", &policy);
+    let path = support::write_policy("declared_backend", &policy);
     let dead = support::unused_port().await;
     let (_proxy, addr) = start_proxy(dead, |config| config.policy = Some(path)).await;
     let reply = Client::new().get(addr, "/x", &[]).await;
@@ -872,7 +862,7 @@ sub vcl_recv {
 #[tokio::test]
 async fn backend_error_builds_the_error_page() {
     let dead = support::unused_port().await;
-    let path = write_policy(
+    let path = support::write_policy(
         "backend_error",
         r#"vcl 4.1;
 sub vcl_backend_error {

@@ -404,6 +404,18 @@ pub async fn unused_port() -> SocketAddr {
     listener.local_addr().expect("bound address")
 }
 
+// === policies ===
+
+/// Writes `text` to a fresh `.vcl` file named after `name` in the temp directory.
+pub fn write_policy(name: &str, text: &str) -> std::path::PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let name = name.strip_suffix(".vcl").unwrap_or(name);
+    let path = std::env::temp_dir().join(format!("edgecache-policy-{}-{n}-{name}.vcl", std::process::id()));
+    std::fs::write(&path, text).expect("write the policy");
+    path
+}
+
 // === proxy ===
 
 /// Starts edgecache on `127.0.0.1:0` in front of `backend`, after `tweak` adjusts the defaults.
