@@ -4,40 +4,14 @@
 //!
 //! Run: `cargo bench --bench cache_hit`
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
+#[path = "support/loopback.rs"]
+mod loopback;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
 use edgecache_runtime::Config;
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpStream};
-
-async fn origin() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
-    let address = listener.local_addr().expect("origin address");
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.expect("accept");
-            tokio::spawn(async move {
-                let service = service_fn(|_request| async {
-                    let mut response = Response::new(Full::new(Bytes::from(vec![b'x'; 510])));
-                    response
-                        .headers_mut()
-                        .insert("cache-control", "max-age=3600".parse().expect("valid"));
-                    Ok::<_, Infallible>(response)
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    address
-}
+use http_body_util::{BodyExt, Empty};
+use hyper::Request;
 
 fn cache_hit(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -46,7 +20,7 @@ fn cache_hit(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let sender = runtime.block_on(async {
-        let origin = origin().await;
+        let origin = loopback::origin(Bytes::from(vec![b'x'; 510]), "max-age=3600").await;
         let config = Config {
             listen: vec!["127.0.0.1:0".parse().expect("valid")],
             backend: Some(origin.to_string()),
@@ -55,13 +29,7 @@ fn cache_hit(c: &mut Criterion) {
         let running = edgecache_runtime::start(config).await.expect("start edgecache");
         let proxy = running.listen_addrs()[0];
         std::mem::forget(running);
-        let stream = TcpStream::connect(proxy).await.expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
+        loopback::connect(proxy).await
     });
     // One connection, one request at a time: wait until it is ready before each send.
     let sender = std::sync::Arc::new(tokio::sync::Mutex::new(sender));

@@ -8,7 +8,9 @@
 //!
 //! Run: `cargo bench --bench reload`
 
-use std::convert::Infallible;
+#[path = "support/loopback.rs"]
+mod loopback;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,36 +18,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use edgecache_runtime::{Config, Running};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::SendRequest;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper::Request;
 use policy_lang::testing::generated_policy;
-use tokio::net::{TcpListener, TcpStream};
-
-async fn origin() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
-    let address = listener.local_addr().expect("origin address");
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.expect("accept");
-            tokio::spawn(async move {
-                let service = service_fn(|_request| async {
-                    let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
-                    response
-                        .headers_mut()
-                        .insert("cache-control", "no-store".parse().expect("valid"));
-                    Ok::<_, Infallible>(response)
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    address
-}
 
 /// A policy of about 1,000 lines (the shape of policy-lang's `tests/perf.rs`) whose
 /// `vcl_deliver` sets `X-Policy: marker`.
@@ -84,7 +60,7 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    let origin = origin().await;
+    let origin = loopback::origin(Bytes::from_static(b"ok"), "no-store").await;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("big.vcl");
     let text = policy(origin, "0");
@@ -113,14 +89,7 @@ fn reload(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let setup = runtime.block_on(setup());
-    let mut sender = runtime.block_on(async {
-        let stream = TcpStream::connect(setup.proxy).await.expect("connect");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
-    });
+    let mut sender = runtime.block_on(async { loopback::connect(setup.proxy).await });
     let mut group = c.benchmark_group("reload");
     group.sample_size(20);
 
