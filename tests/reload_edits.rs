@@ -24,8 +24,7 @@ async fn write_in_place_is_picked_up() {
     assert_eq!(marker(&get(addr, "/", &[]).await), "A");
 
     write_in_place(&policy, &marking("B"));
-    wait_for_generation(&running, 2).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "B");
+    serves_generation(&running, addr, 2, "B").await;
     assert_eq!(running.reload_status().ok, 1);
 }
 
@@ -39,13 +38,11 @@ async fn rename_over_is_picked_up() {
     assert_eq!(marker(&get(addr, "/", &[]).await), "A");
 
     rename_over(&policy, &marking("B"));
-    wait_for_generation(&running, 2).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "B");
+    serves_generation(&running, addr, 2, "B").await;
 
     // The watch survives the rename: the new inode is watched through its directory.
     rename_over(&policy, &marking("C"));
-    wait_for_generation(&running, 3).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "C");
+    serves_generation(&running, addr, 3, "C").await;
 }
 
 #[tokio::test]
@@ -64,13 +61,11 @@ async fn symlink_swap_is_picked_up() {
     assert_eq!(marker(&get(addr, "/", &[]).await), "A");
 
     swap_symlink(&b, &link);
-    wait_for_generation(&running, 2).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "B");
+    serves_generation(&running, addr, 2, "B").await;
 
     // An edit of the file the link points to now is seen too.
     rename_over(&b, &marking("B2"));
-    wait_for_generation(&running, 3).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "B2");
+    serves_generation(&running, addr, 3, "B2").await;
 }
 
 /// Kubernetes mounts a ConfigMap as `dir/policy.vcl -> ..data/policy.vcl`,
@@ -95,8 +90,7 @@ async fn configmap_style_swap_is_picked_up() {
     std::os::unix::fs::symlink("..2024_01_01_00_01_00.2", path_in(&dir, "..data_tmp")).unwrap();
     std::fs::rename(path_in(&dir, "..data_tmp"), path_in(&dir, "..data")).unwrap();
     std::fs::remove_dir_all(&first).unwrap();
-    wait_for_generation(&running, 2).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "B");
+    serves_generation(&running, addr, 2, "B").await;
 }
 
 #[tokio::test]
@@ -120,8 +114,7 @@ async fn include_edits_are_picked_up_and_new_includes_watched() {
         &deliver,
         "sub vcl_deliver {\n    set resp.http.X-Policy = \"B\";\n}\n",
     );
-    wait_for_generation(&running, 2).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "B");
+    serves_generation(&running, addr, 2, "B").await;
 
     // The watched set follows the includes: a new include is watched after the reload.
     let other = path_in(&dir, "other.vcl");
@@ -130,14 +123,12 @@ async fn include_edits_are_picked_up_and_new_includes_watched() {
         "sub vcl_deliver {\n    set resp.http.X-Policy = \"C\";\n}\n",
     );
     rename_over(&policy, "vcl 4.1;\ninclude \"other.vcl\";\n");
-    wait_for_generation(&running, 3).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "C");
+    serves_generation(&running, addr, 3, "C").await;
     write_in_place(
         &other,
         "sub vcl_deliver {\n    set resp.http.X-Policy = \"D\";\n}\n",
     );
-    wait_for_generation(&running, 4).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "D");
+    serves_generation(&running, addr, 4, "D").await;
 }
 
 #[tokio::test]
@@ -173,8 +164,7 @@ async fn a_broken_edit_keeps_the_old_version_and_shows_in_status() {
 
     // A later good edit is picked up.
     rename_over(&policy, &marking("C"));
-    wait_for_generation(&running, 2).await;
-    assert_eq!(marker(&get(addr, "/", &[]).await), "C");
+    serves_generation(&running, addr, 2, "C").await;
     let status = admin_json(&running, "/status").await;
     assert_eq!(status["reloads"]["failing"], false);
     assert_eq!(status["reloads"]["ok"], 1);

@@ -104,6 +104,18 @@ pub async fn wait_for_failures(running: &Running, failed: u64) {
 }
 
 /// The `X-Policy` header of a response ("" when absent).
+/// Waits for `generation` to be active, then checks that it serves: a request gets `marker`.
+pub async fn serves_generation(
+    running: &Running,
+    addr: std::net::SocketAddr,
+    generation: u64,
+    marker_text: &str,
+) {
+    wait_for_generation(running, generation).await;
+    let reply = super::support::get(addr, "/", &[]).await;
+    assert_eq!(marker(&reply), marker_text, "generation {generation}");
+}
+
 pub fn marker(reply: &super::support::Reply) -> String {
     reply
         .headers
