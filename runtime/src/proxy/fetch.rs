@@ -14,7 +14,6 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::oneshot;
 
-use super::plugins::PluginCalls;
 use super::vcl::BackendSession;
 use super::{headers, respond, synth, Shared};
 use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
@@ -140,7 +139,7 @@ pub(super) async fn pass(
             if let Some(program) = version.policy_defining(Sub::BackendResponse) {
                 let mut request = parts.clone();
                 let mut session = BackendSession::new(&mut request, backend.name(), true);
-                session.plugins = PluginCalls::new(version);
+                session.version = Some(version);
                 session.beresp = Some(&mut head);
                 let action = program.run(Sub::BackendResponse, &mut session);
                 if let Some(replaced) = replacement(action, &mut session) {
@@ -265,7 +264,7 @@ fn vcl_backend_fetch<'v>(
     parts.headers = std::mem::take(bereq.headers_mut());
     let mut session = BackendSession::new(&mut parts, route.backend.name(), uncacheable);
     session.backend = route.hint;
-    session.backends = &version.backends;
+    session.version = Some(version);
     program.run(Sub::BackendFetch, &mut session);
     // `set bereq.backend = ...` picks again (a director resolves now).
     let chosen = session.backend;
@@ -811,7 +810,7 @@ impl FetchTask {
         session.ttl = ttl.as_secs_f64();
         session.grace = self.shared.grace.as_secs_f64();
         session.keep = self.shared.keep.as_secs_f64();
-        session.plugins = PluginCalls::new(&self.version);
+        session.version = Some(&self.version);
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
         if let Some(replaced) = replacement(action, &mut session) {

@@ -1,6 +1,6 @@
 //! A request's plugin calls: what `plugin.request(NAME);` and `plugin.response(NAME);` do.
 //!
-//! One [`PluginCalls`] lives in each VCL session. It opens a plugin's stream (its proxy-wasm
+//! One [`PluginCalls`] lives in each VCL session, which lends it the version whose plugins run. It opens a plugin's stream (its proxy-wasm
 //! HTTP context) on the first call and keeps it for the later phases of the same session, so a
 //! plugin sees `vcl_recv`'s request and `vcl_deliver`'s response in one context, as on Envoy.
 //! It lends the session's header maps to the plugin host as owned views and takes them back,
@@ -9,7 +9,6 @@
 //! send.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use http::request::Parts;
 use http::{HeaderMap, StatusCode};
@@ -19,9 +18,8 @@ use crate::plugin::{LocalResponse, PluginError, PluginStream, RequestView, Respo
 use crate::version::Version;
 
 /// The plugin streams one session has opened.
+#[derive(Default)]
 pub(super) struct PluginCalls {
-    /// The version whose plugins run; `None` when it has none (nothing to call).
-    version: Option<Arc<Version>>,
     /// The first plugin's stream inline (most policies run one plugin per request), the
     /// others after it.
     first: Option<(PluginId, PluginStream)>,
@@ -33,47 +31,35 @@ pub(super) struct PluginCalls {
 }
 
 impl PluginCalls {
-    pub fn new(version: &Arc<Version>) -> PluginCalls {
-        PluginCalls {
-            version: (!version.plugins.is_empty()).then(|| version.clone()),
-            first: None,
-            more: Vec::new(),
-            local: None,
-        }
-    }
-
-    /// For sessions that run no plugin statement.
-    pub fn none() -> PluginCalls {
-        PluginCalls {
-            version: None,
-            first: None,
-            more: Vec::new(),
-            local: None,
-        }
-    }
-
     /// `plugin.request(NAME);`: the plugin's request-headers callback over `req`.
-    pub fn request(&mut self, id: PluginId, req: &mut Parts, client: Option<SocketAddr>) -> PluginOutcome {
-        let Some(stream) = self.stream(id) else {
+    pub fn request(
+        &mut self,
+        version: &Version,
+        id: PluginId,
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+    ) -> PluginOutcome {
+        let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
         };
         let mut view = lend_request(req, client);
         let result = stream.on_request_headers(&mut view);
         take_back_request(req, view);
-        self.outcome(id, result)
+        self.outcome(version, id, result)
     }
 
     /// `plugin.response(NAME);`: the plugin's response-headers callback over a response,
     /// with the request it answers (read by plugins that look at both).
     pub fn response(
         &mut self,
+        version: &Version,
         id: PluginId,
         req: &mut Parts,
         client: Option<SocketAddr>,
         status: &mut StatusCode,
         headers: &mut HeaderMap,
     ) -> PluginOutcome {
-        let Some(stream) = self.stream(id) else {
+        let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
         };
         let mut request = lend_request(req, client);
@@ -82,11 +68,10 @@ impl PluginCalls {
         take_back_request(req, request);
         *status = response.status;
         *headers = response.headers;
-        self.outcome(id, result)
+        self.outcome(version, id, result)
     }
 
-    fn stream(&mut self, id: PluginId) -> Option<&mut PluginStream> {
-        let version = self.version.as_ref()?;
+    fn stream(&mut self, version: &Version, id: PluginId) -> Option<&mut PluginStream> {
         if self.first.as_ref().is_some_and(|(open, _)| *open == id) {
             return self.first.as_mut().map(|(_, stream)| stream);
         }
@@ -101,7 +86,12 @@ impl PluginCalls {
         self.more.last_mut().map(|(_, stream)| stream)
     }
 
-    fn outcome(&mut self, id: PluginId, result: Result<Verdict, PluginError>) -> PluginOutcome {
+    fn outcome(
+        &mut self,
+        version: &Version,
+        id: PluginId,
+        result: Result<Verdict, PluginError>,
+    ) -> PluginOutcome {
         match result {
             Ok(Verdict::Continue) => PluginOutcome::Continue,
             Ok(Verdict::LocalResponse(local)) => {
@@ -110,7 +100,7 @@ impl PluginCalls {
                 PluginOutcome::LocalResponse { status }
             }
             // The host has logged the cause and counted it; this says what the request got.
-            Err(error) => match self.on_error(id) {
+            Err(error) => match on_error(version, id) {
                 OnError::Deny => {
                     tracing::warn!(plugin = %error.plugin, "request answered 503: the plugin failed and its .on_error is deny");
                     PluginOutcome::Failed
@@ -122,14 +112,15 @@ impl PluginCalls {
             },
         }
     }
+}
 
-    fn on_error(&self, id: PluginId) -> OnError {
-        self.version
-            .as_ref()
-            .and_then(|version| version.policy.as_ref())
-            .and_then(|program| program.plugins().get(id.index()))
-            .map_or(OnError::Deny, |decl| decl.on_error)
-    }
+/// The plugin's `.on_error` (deny when the declaration cannot be found).
+fn on_error(version: &Version, id: PluginId) -> OnError {
+    version
+        .policy
+        .as_ref()
+        .and_then(|program| program.plugins().get(id.index()))
+        .map_or(OnError::Deny, |decl| decl.on_error)
 }
 
 /// Moves the request's fields into a view for one callback (no copy of the header map).

@@ -141,7 +141,7 @@ impl ClientSession {
             obj: None,
             synthetic: None,
             bans: Vec::new(),
-            plugins: PluginCalls::new(version),
+            plugins: PluginCalls::default(),
             version: version.clone(),
         }
     }
@@ -290,11 +290,15 @@ impl Context for ClientSession {
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
         let client = Some(self.client);
         match (phase, self.resp.as_mut()) {
-            (PluginPhase::Response, Some(resp)) => {
-                self.plugins
-                    .response(plugin, &mut self.req, client, &mut resp.status, &mut resp.headers)
-            }
-            _ => self.plugins.request(plugin, &mut self.req, client),
+            (PluginPhase::Response, Some(resp)) => self.plugins.response(
+                &self.version,
+                plugin,
+                &mut self.req,
+                client,
+                &mut resp.status,
+                &mut resp.headers,
+            ),
+            _ => self.plugins.request(&self.version, plugin, &mut self.req, client),
         }
     }
 }
@@ -316,8 +320,8 @@ pub(super) struct BackendSession<'a> {
     pub retries: i64,
     /// `bereq.backend`: the policy's choice (a backend or a director), in `vcl_backend_fetch`.
     pub backend: Option<BackendId>,
-    /// The version's backends, for `std.healthy(...)` (empty where no sub asks).
-    pub backends: &'a [crate::backend::Backend],
+    /// The version, for `std.healthy(...)` and plugins (set where a sub may use them).
+    pub version: Option<&'a crate::version::Version>,
     /// Plugins `vcl_backend_response` runs (none unless the fetch sets them).
     pub plugins: PluginCalls,
 }
@@ -336,8 +340,8 @@ impl<'a> BackendSession<'a> {
             synthetic: None,
             retries: 0,
             backend: None,
-            backends: &[],
-            plugins: PluginCalls::none(),
+            version: None,
+            plugins: PluginCalls::default(),
         }
     }
 }
@@ -446,18 +450,25 @@ impl Context for BackendSession<'_> {
     }
 
     fn healthy(&self, backend: BackendId) -> bool {
-        self.backends
-            .get(backend.index())
+        self.version
+            .and_then(|version| version.backends.get(backend.index()))
             .is_none_or(crate::backend::Backend::healthy)
     }
 
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
+        let Some(version) = self.version else {
+            return PluginOutcome::Continue;
+        };
         match (phase, self.beresp.as_deref_mut()) {
-            (PluginPhase::Response, Some(beresp)) => {
-                self.plugins
-                    .response(plugin, self.bereq, None, &mut beresp.status, &mut beresp.headers)
-            }
-            _ => self.plugins.request(plugin, self.bereq, None),
+            (PluginPhase::Response, Some(beresp)) => self.plugins.response(
+                version,
+                plugin,
+                self.bereq,
+                None,
+                &mut beresp.status,
+                &mut beresp.headers,
+            ),
+            _ => self.plugins.request(version, plugin, self.bereq, None),
         }
     }
 }
