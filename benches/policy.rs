@@ -40,11 +40,8 @@ fn eval(c: &mut Criterion) {
             criterion::BatchSize::SmallInput,
         )
     });
-    let wordpress = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/policies/wordpress.vcl"
-    ))
-    .expect("examples/policies/wordpress.vcl is readable");
+    let wordpress = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/wordpress.vcl"))
+        .expect("examples/wordpress.vcl is readable");
     let program = load_str("wordpress.vcl", &wordpress).expect("the WordPress example compiles");
     let request = TestContext::request("GET", "/2024/05/hello-world/?utm_source=news&id=3").header(
         Scope::Req,

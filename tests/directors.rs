@@ -293,11 +293,11 @@ sub vcl_recv {{ set req.backend_hint = rr.backend(); return (pass); }}\n",
 
 // === the bundled examples ===
 
-/// An example policy from `examples/policies/` with its three backends' ports (8081-8083)
+/// An example policy from `examples/` with its three backends' ports (8081-8083)
 /// pointed at `origins`.
 fn example(name: &str, origins: &[&Origin; 3]) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/policies")
+        .join("examples")
         .join(name);
     let mut text = std::fs::read_to_string(&path).expect("read the example");
     for (port, origin) in ["8081", "8082", "8083"].iter().zip(origins) {
@@ -370,13 +370,21 @@ async fn vcl_backend_error_retry_is_bounded_by_max_retries() {
             "vcl 4.1;
 backend broken {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
 sub vcl_recv {{ return (pass); }}
-sub vcl_backend_error {{ if ({condition}) {{ return (retry); }} }}\n",
+sub vcl_backend_error {{
+    if ({condition}) {{ return (retry); }}
+    set beresp.http.X-Retries = bereq.retries;
+}}\n",
             broken.addr.port()
         )
     };
     let (_proxy, addr) = start(&policy("bereq.retries < 2")).await;
     let reply = get(addr, "/twice", &[]).await;
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.text());
+    assert_eq!(
+        reply.header("x-retries"),
+        Some("2"),
+        "the page is the one vcl_backend_error built after the last retry"
+    );
     assert_eq!(
         broken.requests_for("/twice"),
         3,
@@ -390,6 +398,94 @@ sub vcl_backend_error {{ if ({condition}) {{ return (retry); }} }}\n",
         broken.requests_for("/always"),
         5,
         "one attempt and max_retries (4) retries"
+    );
+}
+
+/// An origin that answers 503 to its first `failures` requests, then a cacheable 200.
+async fn failing_first(failures: usize) -> Origin {
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    Origin::start(move |_| {
+        if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < failures {
+            OriginReply::with_status(503, "origin busy")
+        } else {
+            OriginReply::ok("fine").cache_control("max-age=60")
+        }
+    })
+    .await
+}
+
+fn retry_on_5xx(origin: &Origin, condition: &str) -> String {
+    format!(
+        "vcl 4.1;
+backend origin {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_recv {{ if (req.url ~ \"^/pass\") {{ return (pass); }} }}
+sub vcl_backend_response {{
+    if (beresp.status >= 500 && {condition}) {{ return (retry); }}
+    set beresp.http.X-Retries = bereq.retries;
+}}
+sub vcl_backend_error {{
+    set beresp.http.X-Retries = bereq.retries;
+    synthetic(\"gave up\");
+    return (deliver);
+}}\n",
+        origin.addr.port()
+    )
+}
+
+#[tokio::test]
+async fn vcl_backend_response_retry_fetches_again() {
+    for target in ["/cached", "/pass"] {
+        let origin = failing_first(2).await;
+        let (_proxy, addr) = start(&retry_on_5xx(&origin, "bereq.retries < 3")).await;
+        let reply = get(addr, target, &[]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{target}: {}", reply.text());
+        assert_eq!(reply.text(), "fine");
+        assert_eq!(reply.header("x-retries"), Some("2"), "{target}");
+        assert_eq!(origin.requests(), 3, "{target}: two 503s, then the answer");
+    }
+    let origin = failing_first(1).await;
+    let (_proxy, addr) = start(&retry_on_5xx(&origin, "bereq.retries < 3")).await;
+    get(addr, "/cached", &[]).await;
+    let again = get(addr, "/cached", &[]).await;
+    assert_eq!(again.cache(), "HIT", "the retried response was stored");
+    assert_eq!(origin.requests(), 2);
+}
+
+#[tokio::test]
+async fn vcl_backend_response_retry_is_bounded_by_max_retries() {
+    for target in ["/cached", "/pass"] {
+        let origin = failing_first(usize::MAX).await;
+        let (_proxy, addr) = start(&retry_on_5xx(&origin, "true")).await;
+        let reply = get(addr, target, &[]).await;
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{target}");
+        assert_eq!(reply.text(), "gave up", "{target}: vcl_backend_error's page");
+        assert_eq!(reply.header("x-retries"), Some("4"), "{target}");
+        assert_eq!(
+            origin.requests(),
+            5,
+            "{target}: one attempt and max_retries (4) retries"
+        );
+    }
+}
+
+#[tokio::test]
+async fn host_header_is_sent_when_the_client_sent_no_host() {
+    let origin = named("a", plain).await;
+    let policy = format!(
+        "vcl 4.1;\n{}sub vcl_recv {{ return (pass); }}\n",
+        backends(&[&origin], ".host_header = \"www.example.com\";")
+    );
+    let (_proxy, addr) = start(&policy).await;
+    let mut conn = support::RawConn::connect(addr).await;
+    conn.send("GET /no-host HTTP/1.0\r\n\r\n").await;
+    assert_eq!(conn.response(false).await.status, 200);
+    assert_eq!(origin.last().header("host"), Some("www.example.com"));
+
+    get(addr, "/with-host", &[("host", "site.test")]).await;
+    assert_eq!(
+        origin.last().header("host"),
+        Some("site.test"),
+        "a client's Host is kept"
     );
 }
 

@@ -35,8 +35,8 @@ fn all_output(output: &Output) -> String {
 }
 
 fn example_policies() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("examples/policies"))
-        .expect("examples/policies exists")
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("examples"))
+        .expect("examples exists")
         .map(|entry| entry.expect("directory entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "vcl"))
         .collect();

@@ -1,4 +1,4 @@
-//! The example policies in `examples/policies/`, run for real: each test copies the example,
+//! The example policies in `examples/`, run for real: each test copies the example,
 //! points its `backend default` at a test origin, and starts edgecache with it.
 //!
 //! * `default.vcl` (the builtin behaviour spelled out) against no policy at all, on a matrix of
@@ -21,11 +21,9 @@ use support::{eventually_stored, http_date_from_now, send, start_proxy, Client, 
 
 // === helpers ===
 
-/// `examples/policies/<name>`, with `backend default` pointed at `origin`, in a temp file.
+/// `examples/<name>`, with `backend default` pointed at `origin`, in a temp file.
 fn example_policy(name: &str, origin: SocketAddr) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/policies")
-        .join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
     let text = std::fs::read_to_string(&path).expect("read the example policy");
     let host = r#".host = "127.0.0.1";"#;
     let port = r#".port = "8080";"#;
@@ -56,7 +54,7 @@ fn without_probe(text: &str) -> String {
     format!("{}{}", &text[..start], &text[end..])
 }
 
-/// edgecache running `examples/policies/<name>` in front of `origin`.
+/// edgecache running `examples/<name>` in front of `origin`.
 async fn start_example(name: &str, origin: &Origin) -> (Running, SocketAddr) {
     let policy = example_policy(name, origin.addr);
     // Config.backend is left pointing at a dead port: the policy's own backend must be used.

@@ -1,4 +1,4 @@
-//! Every policy in `examples/policies/` (and the builtin VCL) loads cleanly,
+//! Every policy in `examples/` (and the builtin VCL) loads cleanly,
 //! and `default.vcl` behaves exactly like running with no policy.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use policy_lang::testing::TestContext;
 use policy_lang::{load, load_str, Program, Scope, SourceLoader, Sub, Value, Var, BUILTIN_VCL};
 
 fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
 /// Reads files relative to the including file, as the runtime's loader does.
@@ -26,7 +26,7 @@ impl SourceLoader for Fs {
 
 fn example_files() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(examples_dir())
-        .expect("examples/policies exists")
+        .expect("examples exists")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "vcl"))
         .collect();

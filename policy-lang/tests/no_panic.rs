@@ -1,6 +1,6 @@
 //! Fuzz-style property tests: `load_str` never panics, whatever the input.
 //! Seeds: arbitrary strings, VCL-ish token soup, and every example policy in
-//! `examples/policies/*.vcl` (plus the builtin VCL) mutated by deletions,
+//! `examples/*.vcl` (plus the builtin VCL) mutated by deletions,
 //! insertions, truncation and splices of example text.
 //!
 //! Each property runs `PROPTEST_CASES` cases (default 64, a few seconds in a
@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 /// `(file name, text)` of every example policy, then the builtin VCL.
 fn examples() -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())

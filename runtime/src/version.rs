@@ -200,6 +200,7 @@ fn backends(
             timeouts: config.timeouts,
             max_connections: None,
             probe: None,
+            host_header: None,
         };
         return Ok(vec![reuse("default", address, options)?]);
     }
@@ -217,6 +218,7 @@ fn backends(
                 timeouts,
                 max_connections: decl.max_connections,
                 probe: decl.probe.clone(),
+                host_header: decl.host_header.clone(),
             };
             reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), options)
         })

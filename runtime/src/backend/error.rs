@@ -47,7 +47,7 @@ impl fmt::Display for BackendError {
 }
 
 impl BackendError {
-    pub(super) fn new(
+    pub(crate) fn new(
         backend: &Backend,
         stage: Stage,
         kind: FailureKind,

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{Request, Response, Uri};
+use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -48,6 +48,8 @@ pub struct BackendOptions {
     pub max_connections: Option<u32>,
     /// `.probe`: poll the origin in the background and track its health.
     pub probe: Option<policy_lang::ProbeDecl>,
+    /// `.host_header`: the `Host` of requests that have none, and of probes.
+    pub host_header: Option<String>,
 }
 
 /// One origin server. Clones share the connection pool, counters and health; the probe task
@@ -62,6 +64,8 @@ struct Inner {
     authority: http::uri::Authority,
     options: BackendOptions,
     client: Client<HttpConnector, OutgoingBody>,
+    /// `options.host_header`, parsed once.
+    host_header: Option<HeaderValue>,
     stats: Arc<BackendStats>,
     /// With a probe: its state, and the task feeding it (aborted when this is dropped).
     health: Option<(Arc<Health>, probe::Prober)>,
@@ -84,6 +88,15 @@ impl Backend {
         if authority.port_u16().is_none() {
             return Err(format!("`{address}` has no port"));
         }
+        let host_header = options
+            .host_header
+            .as_deref()
+            .map(|host| {
+                HeaderValue::from_str(host).map_err(|_| {
+                    format!("backend {name}: `.host_header = \"{host}\"` is not a valid Host value")
+                })
+            })
+            .transpose()?;
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(options.timeouts.connect));
@@ -101,7 +114,10 @@ impl Backend {
                 let target = probe::Target {
                     backend: name.to_string(),
                     address: authority.as_str().to_string(),
-                    host: authority.host().to_string(),
+                    host: options
+                        .host_header
+                        .clone()
+                        .unwrap_or_else(|| authority.host().to_string()),
                     probe: decl.clone(),
                 };
                 let prober = probe::spawn(&runtime, target, health.clone(), stats.clone());
@@ -114,6 +130,7 @@ impl Backend {
                 authority,
                 options,
                 client,
+                host_header,
                 stats,
                 health,
             }),
@@ -184,6 +201,12 @@ impl Backend {
             .expect("scheme, authority and path were each valid");
         *request.version_mut() = http::Version::HTTP_11;
         let inner = &*self.inner;
+        if let Some(host) = &inner.host_header {
+            request
+                .headers_mut()
+                .entry(http::header::HOST)
+                .or_insert_with(|| host.clone());
+        }
         let in_flight = match InFlight::try_enter(&inner.stats, inner.options.max_connections) {
             Ok(in_flight) => in_flight,
             Err(max) => {

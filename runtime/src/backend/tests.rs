@@ -44,6 +44,7 @@ fn options(max_connections: Option<u32>, probe: Option<ProbeDecl>) -> BackendOpt
         },
         max_connections,
         probe,
+        host_header: None,
     }
 }
 
@@ -168,6 +169,26 @@ async fn a_probe_marks_a_backend_sick_on_bad_statuses_and_healthy_again() {
         format!("GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
         "Varnish's default probe request"
     );
+}
+
+#[tokio::test]
+async fn probes_send_the_host_header_of_the_backend() {
+    let origin = ProbeOrigin::start(200).await;
+    let with_host = BackendOptions {
+        host_header: Some("www.example.com".into()),
+        ..options(None, Some(probe_decl(3, 2, 2)))
+    };
+    let _backend = Backend::new("b", &origin.addr.to_string(), with_host).unwrap();
+    eventually("a probe", || !origin.heads.lock().is_empty()).await;
+    let head = origin.heads.lock()[0].clone();
+    assert!(head.contains("\r\nHost: www.example.com\r\n"), "{head}");
+
+    let broken = BackendOptions {
+        host_header: Some("bad\nhost".into()),
+        ..options(None, None)
+    };
+    let error = Backend::new("b", "127.0.0.1:1", broken).err().unwrap();
+    assert!(error.contains(".host_header"), "{error}");
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! ```toml
 //! listen = ["127.0.0.1:8080"]
 //! backend = "127.0.0.1:9000"
-//! policy = "examples/policies/default.vcl"
+//! policy = "examples/default.vcl"
 //! cache_size = "256m"
 //! max_object_size = "16m"
 //! default_ttl = "120s"

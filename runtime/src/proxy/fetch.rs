@@ -98,26 +98,56 @@ fn relay(
     Response::from_parts(parts, body)
 }
 
-/// The answer to a failed origin exchange: `vcl_backend_error`'s page when the policy defines
-/// that sub, else 502/503/504 with a short body naming the backend and the cause.
-fn failure(
-    version: &Version,
-    backend: &Backend,
-    request: &Parts,
+/// A fetch that failed for good.
+pub(super) struct FetchFailure {
+    error: BackendError,
+    /// `bereq.retries` when it failed.
+    retries: i64,
+    /// `vcl_backend_error`'s page, when the policy ran that sub already (deciding against a
+    /// retry), so that it does not run twice.
+    page: Option<Box<Response<ProxyBody>>>,
+}
+
+impl FetchFailure {
+    fn new(error: BackendError, retries: i64) -> FetchFailure {
+        FetchFailure {
+            error,
+            retries,
+            page: None,
+        }
+    }
+}
+
+/// Runs `vcl_backend_error` for `error`: its action (`retry` or a delivery) and its page.
+fn vcl_backend_error(
+    program: &Program,
+    bereq: &Parts,
     error: &BackendError,
-) -> Response<ProxyBody> {
-    tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
-    let Some(program) = version.policy_defining(Sub::BackendError) else {
-        return synth::backend_failure(error);
-    };
+    retries: i64,
+) -> (Action, Response<ProxyBody>) {
     let mut beresp = synth::backend_failure(error).into_parts().0;
     beresp.headers.clear();
-    let mut bereq = request.clone();
-    let mut session = BackendSession::new(&mut bereq, backend.name(), true);
+    let mut bereq = bereq.clone();
+    let mut session = BackendSession::new(&mut bereq, &error.backend, true);
+    session.retries = retries;
     session.beresp = Some(&mut beresp);
-    program.run(Sub::BackendError, &mut session);
+    let action = program.run(Sub::BackendError, &mut session);
     let body = session.synthetic.take().unwrap_or_default();
-    Response::from_parts(beresp, ProxyBody::full(body))
+    (action, Response::from_parts(beresp, ProxyBody::full(body)))
+}
+
+/// The answer to a failed fetch: `vcl_backend_error`'s page when the policy defines that sub,
+/// else 502/503/504 with a short body naming the backend and the cause.
+fn failure(version: &Version, request: &Parts, failed: FetchFailure) -> Response<ProxyBody> {
+    let FetchFailure { error, retries, page } = failed;
+    tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
+    if let Some(page) = page {
+        return *page;
+    }
+    match version.policy_defining(Sub::BackendError) {
+        Some(program) => vcl_backend_error(program, request, &error, retries).1,
+        None => synth::backend_failure(&error),
+    }
 }
 
 /// Forwards the request, body included, and relays the response; nothing is stored.
@@ -131,115 +161,170 @@ pub(super) async fn pass(
 ) -> Response<ProxyBody> {
     let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
     let route = vcl_backend_fetch(version, route, &mut bereq, true);
-    let (sent, backend) = send(version, route.backend, route.hint, bereq).await;
-    match sent {
-        Ok(response) => {
-            invalidate_after(shared, parts, &response);
-            let (mut head, body) = response.into_parts();
-            if let Some(program) = version.policy_defining(Sub::BackendResponse) {
-                let mut request = parts.clone();
-                let mut session = BackendSession::new(&mut request, backend.name(), true);
-                session.version = Some(version);
-                session.beresp = Some(&mut head);
-                let action = program.run(Sub::BackendResponse, &mut session);
-                if let Some(replaced) = replacement(action, &mut session) {
-                    return replaced;
+    let mut backend = route.backend.clone();
+    let mut attempts = Attempts::new(version, route.hint, &bereq);
+    loop {
+        let response = match attempts.send(&mut backend, bereq).await {
+            Ok(response) => response,
+            Err(failed) => return failure(version, parts, failed),
+        };
+        invalidate_after(shared, parts, &response);
+        let (mut head, body) = response.into_parts();
+        if let Some(program) = version.policy_defining(Sub::BackendResponse) {
+            let mut request = parts.clone();
+            let mut session = BackendSession::new(&mut request, backend.name(), true);
+            session.version = Some(version);
+            session.retries = attempts.retries;
+            session.beresp = Some(&mut head);
+            let action = program.run(Sub::BackendResponse, &mut session);
+            if action == Action::Retry {
+                drop(session);
+                // The response is dropped unread: its connection closes.
+                match attempts.retry(&mut backend) {
+                    Ok(next) => {
+                        bereq = next;
+                        continue;
+                    }
+                    Err(failed) => return failure(version, parts, failed),
                 }
             }
-            relay(
-                Response::from_parts(head, body),
-                parts.method == Method::HEAD,
-                shared.targeted(),
-            )
+            if let Some(replaced) = replacement(action, &mut session) {
+                return replaced;
+            }
         }
-        Err(error) => failure(version, backend, parts, &error),
+        return relay(
+            Response::from_parts(head, body),
+            parts.method == Method::HEAD,
+            shared.targeted(),
+        );
     }
 }
 
-/// `max_retries` of Varnish: how often `return (retry)` in `vcl_backend_error` may send a
-/// fetch again.
+/// `max_retries` of Varnish: how often `return (retry)` in `vcl_backend_error` or
+/// `vcl_backend_response` may send a fetch again.
 const MAX_RETRIES: i64 = 4;
 
-/// Sends `bereq` to `backend`, and again where a failed fetch may be repeated (an idempotent
-/// request without a body, so the origin cannot have acted on it twice):
-/// - once, to another healthy member, when the backend came from a director and could not be
-///   connected to (the origin saw nothing), as Varnish retries a fetch;
-/// - when the policy's `vcl_backend_error` returns `retry`, up to [`MAX_RETRIES`] times,
-///   to the backend the hint picks then.
-///
-/// A sick backend is not contacted. Returns the backend that answered (or failed last) with
-/// the outcome.
-async fn send<'v>(
+/// The attempts of one fetch: the request to send again and how often it was (`bereq.retries`).
+struct Attempts<'v> {
     version: &'v Version,
-    backend: &'v Backend,
+    /// The policy's backend choice, asked again on a retry (a director may pick another).
     hint: Option<BackendId>,
-    bereq: Request<OutgoingBody>,
-) -> (Result<Response<TimedBody>, BackendError>, &'v Backend) {
-    let from_director = hint.is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
-    let on_error = version.policy_defining(Sub::BackendError);
-    let replay = ((from_director || on_error.is_some()) && repeatable(&bereq)).then(|| {
-        let mut parts = Request::new(()).into_parts().0;
-        parts.method = bereq.method().clone();
-        parts.uri = bereq.uri().clone();
-        parts.headers = bereq.headers().clone();
-        parts
-    });
-    let (mut backend, mut bereq, mut retries) = (backend, bereq, 0);
-    loop {
-        let error = if backend.healthy() {
-            match backend.send(bereq).await {
-                Ok(response) => return (Ok(response), backend),
-                Err(error) => error,
-            }
-        } else {
-            // As Varnish: a backend its probe calls sick is not contacted; the fetch fails at
-            // once (503, or the stale object in grace).
-            BackendError {
-                backend: backend.name().to_string(),
-                address: backend.address().to_string(),
-                stage: Stage::Connect,
-                kind: FailureKind::Down,
-                detail: "sick: its health probe is failing".to_string(),
-            }
-        };
-        let Some(parts) = &replay else {
-            return (Err(error), backend);
-        };
-        let unreached = from_director && retries == 0 && error.stage == Stage::Connect;
-        let next = match unreached.then(|| version.pick_other(hint, version.backend_id(backend))) {
-            Some(Some(other)) => other,
-            _ => match on_error {
-                Some(program)
-                    if retries < MAX_RETRIES && policy_retries(program, backend, parts, &error, retries) =>
-                {
-                    version.pick(hint)
-                }
-                _ => return (Err(error), backend),
-            },
-        };
-        tracing::warn!(retry_on = next.name(), retries, "{error}; retrying");
-        retries += 1;
-        backend = next;
-        bereq = Request::from_parts(parts.clone(), empty_body());
-    }
+    /// The request as first sent, without its body; `None` where it may not be sent twice (no
+    /// policy to ask for it, or a request the origin may have acted on).
+    replay: Option<Parts>,
+    retries: i64,
 }
 
-/// Whether `vcl_backend_error` answers `retry` to `error` (a sub that delivers its error page
-/// runs again, for that page, once the fetch has failed for good).
-fn policy_retries(
-    program: &Program,
-    backend: &Backend,
-    bereq: &Parts,
-    error: &BackendError,
-    retries: i64,
-) -> bool {
-    let mut beresp = synth::backend_failure(error).into_parts().0;
-    beresp.headers.clear();
-    let mut bereq = bereq.clone();
-    let mut session = BackendSession::new(&mut bereq, backend.name(), true);
-    session.retries = retries;
-    session.beresp = Some(&mut beresp);
-    program.run(Sub::BackendError, &mut session) == Action::Retry
+impl<'v> Attempts<'v> {
+    fn new(version: &'v Version, hint: Option<BackendId>, bereq: &Request<OutgoingBody>) -> Attempts<'v> {
+        let replay = (version.policy.is_some() && repeatable(bereq)).then(|| {
+            let mut parts = Request::new(()).into_parts().0;
+            parts.method = bereq.method().clone();
+            parts.uri = bereq.uri().clone();
+            parts.headers = bereq.headers().clone();
+            parts
+        });
+        Attempts {
+            version,
+            hint,
+            replay,
+            retries: 0,
+        }
+    }
+
+    /// Sends `bereq` to `backend`, and again where a failed fetch may be repeated:
+    /// - once, to another healthy member, when the backend came from a director and could not
+    ///   be connected to (the origin saw nothing), as Varnish retries a fetch;
+    /// - when the policy's `vcl_backend_error` returns `retry`, up to [`MAX_RETRIES`] times,
+    ///   to the backend the hint picks then.
+    ///
+    /// A sick backend is not contacted. `backend` ends as the one that answered (or failed
+    /// last).
+    async fn send(
+        &mut self,
+        backend: &mut Backend,
+        mut bereq: Request<OutgoingBody>,
+    ) -> Result<Response<TimedBody>, FetchFailure> {
+        let version = self.version;
+        let from_director = self
+            .hint
+            .is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
+        let on_error = version.policy_defining(Sub::BackendError);
+        let mut rerouted = false;
+        loop {
+            let error = if backend.healthy() {
+                match backend.send(bereq).await {
+                    Ok(response) => return Ok(response),
+                    Err(error) => error,
+                }
+            } else {
+                // As Varnish: a backend its probe calls sick is not contacted; the fetch fails
+                // at once (503, or the stale object in grace).
+                BackendError::new(
+                    backend,
+                    Stage::Connect,
+                    FailureKind::Down,
+                    "sick: its health probe is failing",
+                )
+            };
+            let Some(parts) = &self.replay else {
+                return Err(FetchFailure::new(error, self.retries));
+            };
+            let unreached = from_director && !rerouted && error.stage == Stage::Connect;
+            let next = match unreached.then(|| version.pick_other(self.hint, version.backend_id(backend))) {
+                Some(Some(other)) => {
+                    rerouted = true;
+                    other
+                }
+                _ => match on_error {
+                    Some(program) if self.retries < MAX_RETRIES => {
+                        let (action, page) = vcl_backend_error(program, parts, &error, self.retries);
+                        if action != Action::Retry {
+                            return Err(FetchFailure {
+                                error,
+                                retries: self.retries,
+                                page: Some(Box::new(page)),
+                            });
+                        }
+                        version.pick(self.hint)
+                    }
+                    _ => return Err(FetchFailure::new(error, self.retries)),
+                },
+            };
+            tracing::warn!(
+                retry_on = next.name(),
+                retries = self.retries,
+                "{error}; retrying"
+            );
+            self.retries += 1;
+            *backend = next.clone();
+            bereq = Request::from_parts(parts.clone(), empty_body());
+        }
+    }
+
+    /// `return (retry)` from `vcl_backend_response`: the request to send next, with `backend`
+    /// set to the one the hint picks now. The fetch fails (503, or the stale object in grace),
+    /// as in Varnish, when `max_retries` is spent or the request may not be sent twice.
+    fn retry(&mut self, backend: &mut Backend) -> Result<Request<OutgoingBody>, FetchFailure> {
+        let refusal = match &self.replay {
+            None => "vcl_backend_response returned retry, but this request may not be sent twice",
+            Some(_) if self.retries >= MAX_RETRIES => {
+                "vcl_backend_response returned retry: too many retries (max_retries is 4)"
+            }
+            Some(parts) => {
+                self.retries += 1;
+                *backend = self.version.pick(self.hint).clone();
+                tracing::debug!(
+                    retry_on = backend.name(),
+                    retries = self.retries,
+                    "vcl_backend_response: retry"
+                );
+                return Ok(Request::from_parts(parts.clone(), empty_body()));
+            }
+        };
+        let error = BackendError::new(backend, Stage::FirstByte, FailureKind::Down, refusal);
+        Err(FetchFailure::new(error, self.retries))
+    }
 }
 
 /// An idempotent request without a body (RFC 9110 §9.2.2): sending it twice is harmless.
@@ -320,7 +405,7 @@ enum Delivery {
     /// `vcl_backend_response` replaced the origin's response (a plugin's local response, an
     /// `error`, a fail-closed plugin): send this instead; nothing is stored.
     Replaced(Response<ProxyBody>),
-    Failed(BackendError),
+    Failed(FetchFailure),
 }
 
 /// Fields of the client's request that must not reach the origin on a cache fill: the cache
@@ -419,6 +504,7 @@ pub(super) async fn miss(
         request: parts,
         client: client.ip(),
         stale: stale.clone(),
+        retries: 0,
     };
     tokio::spawn(task.run(bereq, delivered));
     let now = SystemTime::now();
@@ -446,12 +532,12 @@ pub(super) async fn miss(
             )
         }
         Ok(Delivery::Replaced(response)) => (response, CacheState::Pass),
-        Ok(Delivery::Failed(error)) => match stale_on_error(shared, stale.as_ref(), request_headers) {
+        Ok(Delivery::Failed(failed)) => match stale_on_error(shared, stale.as_ref(), request_headers) {
             Some(object) => (
                 respond::from_object(object, method, request_headers, now),
                 CacheState::Stale,
             ),
-            None => (failure(version, backend, &request, &error), CacheState::Miss),
+            None => (failure(version, &request, failed), CacheState::Miss),
         },
         Err(_) => (
             synth::plain(
@@ -490,6 +576,7 @@ pub(super) fn refresh_in_background(
         request: request.clone(),
         client: client.ip(),
         stale: Some(stale),
+        retries: 0,
     };
     // Nobody waits for the answer: the refreshed object lands in the store.
     let (delivered, _) = oneshot::channel();
@@ -505,6 +592,8 @@ enum NotStored {
     Because(&'static str),
     /// `vcl_backend_response` replaced the response: send this one.
     Replaced(Box<Response<ProxyBody>>),
+    /// `vcl_backend_response` returned `retry`: fetch again.
+    Retry,
 }
 
 /// What the client gets instead of the origin's response when `vcl_backend_response` ends with
@@ -542,74 +631,70 @@ struct FetchTask {
     request: Parts,
     client: IpAddr,
     stale: Option<Arc<CachedObject>>,
+    /// `bereq.retries` of the response being judged.
+    retries: i64,
 }
 
 impl FetchTask {
-    async fn run(mut self, bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
-        let mut request_time = SystemTime::now();
-        let (mut response, answered) = send(&self.version, &self.backend, self.hint, bereq).await;
-        // After a retry, the backend that answered is the one named from here on.
-        self.backend = answered.clone();
-        let unmatched_304 = response.as_ref().is_ok_and(|response| {
-            response.status() == StatusCode::NOT_MODIFIED
-                && self.stale.as_ref().is_some_and(|stale| {
-                    !conditional::validates_stored(&stale.head.headers, response.headers())
-                })
-        });
-        if unmatched_304 {
-            // RFC 9111 §4.3.3: a 304 that selects no stored response; ask again without
-            // conditions rather than relay a 304 to a client that did not ask for one.
-            request_time = SystemTime::now();
-            response = self
-                .backend
-                .send(fill_request(&self.request, self.client, None))
-                .await;
-        }
-        let response = match response {
-            Ok(response) => response,
-            // Dropping the leader tells waiters to try again themselves.
-            Err(error) => {
-                let _ = delivered.send(Delivery::Failed(error));
-                return;
-            }
-        };
-        let response_time = SystemTime::now();
-        let (mut parts, body) = response.into_parts();
-        headers::strip_hop_by_hop(&mut parts.headers);
-        if parts.status == StatusCode::NOT_MODIFIED {
-            let confirmed = self
-                .stale
-                .clone()
-                .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
-            if let Some(stale) = confirmed {
-                self.revalidated(stale, &parts, request_time, response_time, delivered);
-                return;
-            }
-        }
-        let judged = self.judge(
-            &mut parts.status,
-            &mut parts.headers,
-            parts.version,
-            request_time,
-            response_time,
-        );
-        let (head, rule) = match judged {
-            Ok(judged) => judged,
-            Err(NotStored::Replaced(response)) => {
-                if let Some(leader) = &self.leader {
-                    leader.publish(FetchOutcome::Uncacheable);
+    async fn run(mut self, mut bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
+        let version = self.version.clone();
+        let mut attempts = Attempts::new(&version, self.hint, &bereq);
+        let ((head, rule), body) = loop {
+            let (response, request_time) = match self.exchange(&mut attempts, bereq).await {
+                Ok(exchanged) => exchanged,
+                Err(failed) => {
+                    // Dropping the leader tells waiters to try again themselves.
+                    let _ = delivered.send(Delivery::Failed(failed));
+                    return;
                 }
-                let _ = delivered.send(Delivery::Replaced(*response));
-                return;
-            }
-            Err(NotStored::Because(reason)) => {
-                tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
-                match &self.leader {
-                    Some(leader) => leader.publish(FetchOutcome::Uncacheable),
-                    None => self.shared.coalescer.mark_hit_for_pass(self.key.clone()),
+            };
+            let response_time = SystemTime::now();
+            let (mut parts, body) = response.into_parts();
+            headers::strip_hop_by_hop(&mut parts.headers);
+            if parts.status == StatusCode::NOT_MODIFIED {
+                let confirmed = self
+                    .stale
+                    .clone()
+                    .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
+                if let Some(stale) = confirmed {
+                    self.revalidated(stale, &parts, request_time, response_time, delivered);
+                    return;
                 }
-                let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
-                return;
+            }
+            self.retries = attempts.retries;
+            let judged = self.judge(
+                &mut parts.status,
+                &mut parts.headers,
+                parts.version,
+                request_time,
+                response_time,
+            );
+            match judged {
+                Ok(judged) => break (judged, body),
+                Err(NotStored::Retry) => match attempts.retry(&mut self.backend) {
+                    // The response is dropped unread: its connection closes.
+                    Ok(next) => bereq = next,
+                    Err(failed) => {
+                        let _ = delivered.send(Delivery::Failed(failed));
+                        return;
+                    }
+                },
+                Err(NotStored::Replaced(response)) => {
+                    if let Some(leader) = &self.leader {
+                        leader.publish(FetchOutcome::Uncacheable);
+                    }
+                    let _ = delivered.send(Delivery::Replaced(*response));
+                    return;
+                }
+                Err(NotStored::Because(reason)) => {
+                    tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
+                    match &self.leader {
+                        Some(leader) => leader.publish(FetchOutcome::Uncacheable),
+                        None => self.shared.coalescer.mark_hit_for_pass(self.key.clone()),
+                    }
+                    let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
+                    return;
+                }
             }
         };
         let head = Arc::new(head);
@@ -626,6 +711,34 @@ impl FetchTask {
             body: sink.clone(),
         });
         self.fill(body, head, rule, sink).await;
+    }
+
+    /// One exchange with the origin (retried as [`Attempts::send`] does); `self.backend` ends
+    /// as the backend that answered. Returns the response and when the request was sent.
+    async fn exchange(
+        &mut self,
+        attempts: &mut Attempts<'_>,
+        bereq: Request<OutgoingBody>,
+    ) -> Result<(Response<TimedBody>, SystemTime), FetchFailure> {
+        let request_time = SystemTime::now();
+        let response = attempts.send(&mut self.backend, bereq).await?;
+        let unmatched_304 = response.status() == StatusCode::NOT_MODIFIED
+            && self
+                .stale
+                .as_ref()
+                .is_some_and(|stale| !conditional::validates_stored(&stale.head.headers, response.headers()));
+        if !unmatched_304 {
+            return Ok((response, request_time));
+        }
+        // RFC 9111 §4.3.3: a 304 that selects no stored response; ask again without
+        // conditions rather than relay a 304 to a client that did not ask for one.
+        let request_time = SystemTime::now();
+        let response = self
+            .backend
+            .send(fill_request(&self.request, self.client, None))
+            .await
+            .map_err(|error| FetchFailure::new(error, attempts.retries))?;
+        Ok((response, request_time))
     }
 
     /// A 304 confirmed `stale`: store it again with the 304's fields merged in (RFC 9111
@@ -667,6 +780,10 @@ impl FetchTask {
             Err(NotStored::Replaced(response)) => {
                 self.shared.store.purge(&self.key);
                 let _ = delivered.send(Delivery::Replaced(*response));
+            }
+            Err(NotStored::Retry) => {
+                tracing::debug!("vcl_backend_response returned retry for a 304: the stored object answers");
+                let _ = delivered.send(Delivery::Revalidated(stale));
             }
             Err(NotStored::Because(reason)) => {
                 // The merged response forbids storing now (e.g. `no-store` in the 304): serve
@@ -811,8 +928,12 @@ impl FetchTask {
         session.grace = self.shared.grace.as_secs_f64();
         session.keep = self.shared.keep.as_secs_f64();
         session.version = Some(&self.version);
+        session.retries = self.retries;
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
+        if action == Action::Retry {
+            return Err(NotStored::Retry);
+        }
         if let Some(replaced) = replacement(action, &mut session) {
             return Err(NotStored::Replaced(Box::new(replaced)));
         }

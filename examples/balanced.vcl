@@ -3,7 +3,7 @@
 # its probe is skipped until it recovers; when all are down, cached pages are served stale
 # for up to an hour (grace) instead of a 503.
 #
-#   edgecache -a :6081 -f examples/policies/balanced.vcl
+#   edgecache -a :6081 -f examples/balanced.vcl
 #
 # Replace the hosts and ports with your servers'. `edgecache admin backends` shows each
 # backend's health and probe window.

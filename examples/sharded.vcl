@@ -2,7 +2,7 @@
 # that each URL always goes to the same one. When one leaves (sick, or removed from the
 # list), only its share of URLs moves to the others; the rest stay where they are.
 #
-#   edgecache -a :6081 -f examples/policies/sharded.vcl
+#   edgecache -a :6081 -f examples/sharded.vcl
 #
 # Replace the hosts and ports with your servers'.
 vcl 4.1;
