@@ -284,7 +284,8 @@ sub vcl_recv { plugin.request(ghost); }
 
 #[test]
 fn edgecache_check_reports_plugin_load_errors() {
-    let not_wasm = std::env::temp_dir().join(format!("edgecache-not-wasm-{}.wasm", std::process::id()));
+    let not_wasm = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("edgecache-not-wasm-{}.wasm", std::process::id()));
     std::fs::write(&not_wasm, "this is not a module").expect("write");
     let policy = support::write_policy(
         "plugins",

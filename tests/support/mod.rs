@@ -406,12 +406,14 @@ pub async fn unused_port() -> SocketAddr {
 
 // === policies ===
 
-/// Writes `text` to a fresh `.vcl` file named after `name` in the temp directory.
+/// Writes `text` to a fresh `.vcl` file named after `name` in Cargo's temp directory for
+/// integration tests (`target/tmp`), so that test runs leave nothing in the system's `/tmp`.
 pub fn write_policy(name: &str, text: &str) -> std::path::PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let name = name.strip_suffix(".vcl").unwrap_or(name);
-    let path = std::env::temp_dir().join(format!("edgecache-policy-{}-{n}-{name}.vcl", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("edgecache-policy-{}-{n}-{name}.vcl", std::process::id()));
     std::fs::write(&path, text).expect("write the policy");
     path
 }

@@ -599,12 +599,16 @@ fn a_smaller_memory_limit_applies() {
 
 // === load-time validation ===
 
-fn write_temp(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("edgecache-plugin-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
+/// A temporary file ending in `name` (its extension matters to the loader); removed when the
+/// returned path is dropped.
+fn write_temp(name: &str, bytes: &[u8]) -> tempfile::TempPath {
+    let mut file = tempfile::Builder::new()
+        .prefix("edgecache-plugin-test-")
+        .suffix(&format!("-{name}"))
+        .tempfile()
+        .unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+    file.into_temp_path()
 }
 
 fn load_err(host: &PluginHost, path: PathBuf) -> LoadError {
@@ -633,19 +637,28 @@ fn bad_files_give_clear_load_errors() {
     assert!(matches!(err.kind, LoadErrorKind::NotFound), "{err}");
     assert!(err.to_string().contains("/nonexistent/plugin.wasm"), "{err}");
 
-    let err = load_err(&host, write_temp("text.wasm", b"hello, I am not wasm"));
+    let err = load_err(
+        &host,
+        write_temp("text.wasm", b"hello, I am not wasm").to_path_buf(),
+    );
     assert!(matches!(err.kind, LoadErrorKind::NotWasm(_)), "{err}");
 
-    let err = load_err(&host, write_temp("garbage.wasm", b"\0asm\x01\0\0\0\xff\xff"));
+    let err = load_err(
+        &host,
+        write_temp("garbage.wasm", b"\0asm\x01\0\0\0\xff\xff").to_path_buf(),
+    );
     assert!(matches!(err.kind, LoadErrorKind::Compile(_)), "{err}");
 
-    let err = load_err(&host, write_temp("plain.wat", &minimal("something_else", "")));
+    let err = load_err(
+        &host,
+        write_temp("plain.wat", &minimal("something_else", "")).to_path_buf(),
+    );
     assert!(matches!(err.kind, LoadErrorKind::NoAbiVersion), "{err}");
     assert!(err.to_string().contains("proxy_abi_version_0_2_1"), "{err}");
 
     let err = load_err(
         &host,
-        write_temp("old.wat", &minimal("proxy_abi_version_0_1_0", "")),
+        write_temp("old.wat", &minimal("proxy_abi_version_0_1_0", "")).to_path_buf(),
     );
     assert!(
         matches!(&err.kind, LoadErrorKind::UnsupportedAbi { found } if found == "proxy_abi_version_0_1_0"),
@@ -655,7 +668,7 @@ fn bad_files_give_clear_load_errors() {
     let imports = r#"(import "env" "emscripten_memcpy_big" (func)) (import "sockets" "connect" (func))"#;
     let err = load_err(
         &host,
-        write_temp("imports.wat", &minimal("proxy_abi_version_0_2_1", imports)),
+        write_temp("imports.wat", &minimal("proxy_abi_version_0_2_1", imports)).to_path_buf(),
     );
     let LoadErrorKind::MissingImports(names) = &err.kind else {
         panic!("{err}");
@@ -665,7 +678,7 @@ fn bad_files_give_clear_load_errors() {
     let imports = r#"(import "env" "proxy_log" (func (param i64)))"#;
     let err = load_err(
         &host,
-        write_temp("sig.wat", &minimal("proxy_abi_version_0_2_1", imports)),
+        write_temp("sig.wat", &minimal("proxy_abi_version_0_2_1", imports)).to_path_buf(),
     );
     assert!(matches!(err.kind, LoadErrorKind::Instantiate(_)), "{err}");
     assert!(err.to_string().contains("proxy_log"), "{err}");
@@ -690,7 +703,7 @@ fn unknown_proxy_imports_load_and_fail_only_when_called() {
     let plugin = host
         .load(&PluginSpec::new(
             "future",
-            write_temp("future.wat", module.as_bytes()),
+            write_temp("future.wat", module.as_bytes()).to_path_buf(),
         ))
         .unwrap();
     let err = plugin
@@ -761,7 +774,10 @@ const PROBE: &str = r#"(module
 fn properties_pseudo_headers_and_shared_data() {
     let host = host();
     let plugin = host
-        .load(&PluginSpec::new("probe", write_temp("probe.wat", PROBE.as_bytes())).root_id("root-7"))
+        .load(
+            &PluginSpec::new("probe", write_temp("probe.wat", PROBE.as_bytes()).to_path_buf())
+                .root_id("root-7"),
+        )
         .unwrap();
     let cases: &[(&str, &str, &str)] = &[
         ("request.path", "/a/b?x=1", "/a/b?x=1"),
