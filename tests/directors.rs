@@ -291,6 +291,44 @@ sub vcl_recv {{ set req.backend_hint = rr.backend(); return (pass); }}\n",
     assert_eq!(b.requests(), 10, "the five that picked `down` were retried on b");
 }
 
+#[tokio::test]
+async fn a_director_inside_a_director_picks_among_its_own_members() {
+    let [a, b, c] = three().await;
+    let closed = support::unused_port().await;
+    let policy = format!(
+        "vcl 4.1;\nimport directors;\n{}backend down {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_init {{
+    new pair = directors.round_robin(); pair.add_backend(a); pair.add_backend(b);
+    new spare = directors.round_robin(); spare.add_backend(down); spare.add_backend(c);
+    new site = directors.fallback(); site.add_backend(pair.backend()); site.add_backend(spare.backend());
+}}
+sub vcl_recv {{
+    if (req.url ~ \"^/spare\") {{ set req.backend_hint = spare.backend(); }}
+    else {{ set req.backend_hint = site.backend(); }}
+    return (pass);
+}}\n",
+        backends(&[&a, &b, &c], ""),
+        closed.port()
+    );
+    let (_proxy, addr) = start(&policy).await;
+    for i in 0..6 {
+        served_by(addr, &format!("/site{i}")).await;
+    }
+    assert_eq!(
+        [a.requests(), b.requests(), c.requests()],
+        [3, 3, 0],
+        "fallback's first member, itself a round-robin, takes every request"
+    );
+    for i in 0..4 {
+        assert_eq!(served_by(addr, &format!("/spare{i}")).await, "c");
+    }
+    assert_eq!(
+        c.requests(),
+        4,
+        "picks of `down` were retried inside the inner director"
+    );
+}
+
 // === the bundled examples ===
 
 /// An example policy from `examples/` with its three backends' ports (8081-8083)

@@ -339,7 +339,7 @@ fn checker_accepts_least_connections_and_names_the_supported_kinds() {
     let r = errors(&format!("{base}sub vcl_init {{ new x = directors.shard(); }}"));
     assert!(r.contains("for consistent hashing use `directors.hash()`"), "{r}");
 
-    // Nested directors stay refused.
+    // A director is added by its value, `x.backend()`, not by its name.
     let r = errors(&format!(
         "{base}sub vcl_init {{ new x = directors.round_robin(); new y = directors.fallback(); y.add_backend(x); }}"
     ));
@@ -349,6 +349,88 @@ fn checker_accepts_least_connections_and_names_the_supported_kinds() {
         "{base}sub vcl_init {{ new x = directors.least_connections(); }}\nsub vcl_recv {{ set req.backend_hint = x.backend(req.url); }}"
     ));
     assert!(r.contains("wrong number of arguments"), "{r}");
+}
+
+/// Backends `a`, `b`, `c`; `fb` = fallback(`rr` = round_robin(a, b), c), or least_connections
+/// over the same members; `vcl_recv` hints `fb`.
+fn nested(outer: &str) -> Program {
+    load_str(
+        "nested.vcl",
+        &format!(
+            "vcl 4.1;\nimport std;\nimport directors;\n\
+             backend a {{ .host = \"10.0.0.1\"; }}\n\
+             backend b {{ .host = \"10.0.0.2\"; }}\n\
+             backend c {{ .host = \"10.0.0.3\"; }}\n\
+             sub vcl_init {{\n\
+               new rr = directors.round_robin(); rr.add_backend(a); rr.add_backend(b);\n\
+               new fb = directors.{outer}(); fb.add_backend(rr.backend()); fb.add_backend(c);\n\
+             }}\n\
+             sub vcl_recv {{ set req.backend_hint = fb.backend(); }}\n"
+        ),
+    )
+    .unwrap_or_else(|d| panic!("{}", d.render()))
+}
+
+#[test]
+fn a_director_member_picks_in_turn() {
+    let p = nested("fallback");
+    let fb = hint(&p, "/");
+    let mut ctx = TestContext::new();
+    let picks: Vec<_> = (0..4).map(|_| p.resolve_backend(fb, &ctx)).collect();
+    assert_eq!(
+        picks,
+        [Some(A), Some(B), Some(A), Some(B)],
+        "rr, the first member, is healthy"
+    );
+
+    ctx.set_healthy(A, false);
+    assert_eq!(p.resolve_backend(fb, &ctx), Some(B), "rr skips its sick member");
+    ctx.set_healthy(B, false);
+    assert_eq!(
+        p.resolve_backend(fb, &ctx),
+        Some(C),
+        "rr has no healthy member: fallback goes on to c"
+    );
+    ctx.set_healthy(C, false);
+    assert_eq!(p.resolve_backend(fb, &ctx), None);
+}
+
+#[test]
+fn a_director_member_carries_the_load_of_its_members() {
+    let p = nested("least_connections");
+    let lc = hint(&p, "/");
+    let mut ctx = TestContext::new();
+    ctx.set_in_flight(A, 2);
+    ctx.set_in_flight(B, 2);
+    ctx.set_in_flight(C, 3);
+    assert_eq!(p.resolve_backend(lc, &ctx), Some(C), "rr holds 4 in flight, c 3");
+    ctx.set_in_flight(C, 5);
+    let pick = p.resolve_backend(lc, &ctx);
+    assert!(pick == Some(A) || pick == Some(B), "{pick:?}");
+}
+
+#[test]
+fn checker_refuses_director_cycles_and_hash_members() {
+    let base = "vcl 4.1;\nimport directors;\nbackend a { .host = \"h\"; }\n";
+    let r = errors(&format!(
+        "{base}sub vcl_init {{ new x = directors.round_robin(); new y = directors.fallback();\n\
+         x.add_backend(y.backend()); y.add_backend(x.backend()); }}"
+    ));
+    assert!(r.contains("director `x` would contain itself"), "{r}");
+    assert!(r.contains("directors may nest, but not in a cycle"), "{r}");
+    let r = errors(&format!(
+        "{base}sub vcl_init {{ new x = directors.round_robin(); x.add_backend(x.backend()); }}"
+    ));
+    assert!(r.contains("director `x` would contain itself"), "{r}");
+
+    let r = errors(&format!(
+        "{base}sub vcl_init {{ new h = directors.hash(); h.add_backend(a); new y = directors.fallback();\n\
+         y.add_backend(h.backend(\"k\")); }}"
+    ));
+    assert!(
+        r.contains("a `hash` director cannot be a member of another director"),
+        "{r}"
+    );
 }
 
 #[test]

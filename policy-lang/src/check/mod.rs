@@ -25,7 +25,7 @@ use crate::compile::{self, Director, DirectorKind, ProbeDecl};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 use crate::eval::BackendId;
 use crate::sub::Sub;
-use types::{BodyCtx, Lowerer};
+use types::{AddedMember, BodyCtx, DirectorAdd, Lowerer};
 
 /// What a top-level name refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,9 +440,17 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         }
         bodies.push(body);
     }
-    for (d, b, w) in adds {
-        let name = backends.get(b.index()).map_or("", |b| b.name.as_str());
-        directors[d].add(b, name, w);
+    refuse_director_cycles(sink, &adds, &directors);
+    for add in adds {
+        let (member, name) = match add.member {
+            AddedMember::Backend(b) => (b, backends.get(b.index()).map(|b| b.name.clone())),
+            // A director's value is the id after the backends' (see `Program::director_value`).
+            AddedMember::Director(d) => (
+                BackendId::new((backends.len() + d) as u32),
+                directors.get(d).map(|d| d.name.clone()),
+            ),
+        };
+        directors[add.director].add(member, name.as_deref().unwrap_or(""), add.weight);
     }
 
     if sink.has_errors() {
@@ -502,6 +510,48 @@ fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
             }
             StmtKind::Block(b) => collect_calls(b, f),
             _ => {}
+        }
+    }
+}
+
+/// Directors may contain directors, but not themselves: a pick would never end.
+fn refuse_director_cycles(sink: &mut Sink, adds: &[DirectorAdd], directors: &[Director]) {
+    let contains = |outer: usize| {
+        adds.iter()
+            .filter(move |a| a.director == outer)
+            .filter_map(|a| match a.member {
+                AddedMember::Director(inner) => Some(inner),
+                AddedMember::Backend(_) => None,
+            })
+    };
+    for add in adds {
+        let AddedMember::Director(inner) = add.member else {
+            continue;
+        };
+        // Does `inner` lead back to the director it is added to?
+        let mut stack = vec![inner];
+        let mut seen = vec![false; directors.len()];
+        while let Some(d) = stack.pop() {
+            if d == add.director {
+                let name = |d: usize| directors.get(d).map_or("?", |d| d.name.as_str());
+                sink.push(
+                    Diagnostic::new(
+                        Code::Recursion,
+                        add.span,
+                        format!("director `{}` would contain itself", name(add.director)),
+                    )
+                    .label(format!(
+                        "`{}` leads back to `{}`",
+                        name(inner),
+                        name(add.director)
+                    ))
+                    .hint("directors may nest, but not in a cycle: remove one of these `add_backend` calls"),
+                );
+                break;
+            }
+            if !std::mem::replace(&mut seen[d], true) {
+                stack.extend(contains(d));
+            }
         }
     }
 }

@@ -91,8 +91,22 @@ pub(crate) struct Lowerer<'a> {
     pub syms: &'a Symbols,
     pub cx: BodyCtx<'a>,
     /// Director `add_backend` calls found in `vcl_init`.
-    pub director_adds: &'a mut Vec<(usize, BackendId, f64)>,
+    pub director_adds: &'a mut Vec<DirectorAdd>,
     depth: usize,
+}
+
+/// One `d.add_backend(member[, weight])` in `vcl_init`.
+pub(crate) struct DirectorAdd {
+    pub director: usize,
+    pub member: AddedMember,
+    pub weight: f64,
+    pub span: Span,
+}
+
+/// What `add_backend` adds: a backend, or another director (`d2.backend()`).
+pub(crate) enum AddedMember {
+    Backend(BackendId),
+    Director(usize),
 }
 
 const E: (Expr, Ty) = (Expr::Const(Value::Unset), Ty::Err);
@@ -102,7 +116,7 @@ impl<'a> Lowerer<'a> {
         sink: &'a mut Sink,
         syms: &'a Symbols,
         cx: BodyCtx<'a>,
-        director_adds: &'a mut Vec<(usize, BackendId, f64)>,
+        director_adds: &'a mut Vec<DirectorAdd>,
     ) -> Lowerer<'a> {
         Lowerer {
             sink,
@@ -862,13 +876,33 @@ impl<'a> Lowerer<'a> {
             },
             None => 1.0,
         };
-        match (b, bt) {
-            (Expr::Const(Value::Backend(Some(be))), Ty::Backend) => {
-                self.director_adds.push((id, be, weight));
+        let member = match (b, bt) {
+            (Expr::Const(Value::Backend(Some(be))), Ty::Backend) => AddedMember::Backend(be),
+            (Expr::Director(d, None), Ty::Backend) => AddedMember::Director(d),
+            (Expr::Director(..), Ty::Backend) => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        args[0].value.span,
+                        "a `hash` director cannot be a member of another director",
+                    )
+                    .label("its pick depends on each request's key")
+                    .hint("add its backends to this director instead, or pick from it in `vcl_recv`"),
+                );
+                return None;
             }
-            (_, Ty::Err) => {}
-            _ => self.mismatch(args[0].value.span, "a backend name", bt, None),
-        }
+            (_, Ty::Err) => return None,
+            (_, bt) => {
+                self.mismatch(args[0].value.span, "a backend name", bt, None);
+                return None;
+            }
+        };
+        self.director_adds.push(DirectorAdd {
+            director: id,
+            member,
+            weight,
+            span,
+        });
         None
     }
 

@@ -15,6 +15,10 @@
 //! * `least_connections`: the member with the fewest requests in flight
 //!   ([`Context::in_flight`]) per unit of weight; among equals, the starting
 //!   point rotates.
+//!
+//! A member may itself be a director (`fb.add_backend(rr.backend())`): it is
+//! healthy while any of its members is, its load is the sum of theirs, and
+//! once picked it picks in turn. The checker refuses cycles.
 
 use std::sync::atomic::Ordering;
 
@@ -33,7 +37,8 @@ impl Program {
         if id.index() < self.backends.len() {
             return Some(id);
         }
-        pick(self.director(id)?, id.key(), ctx)
+        let member = self.pick(self.director(id)?, id.key(), ctx)?;
+        self.resolve_backend(member, ctx)
     }
 
     /// `std.healthy(b)`: a backend's health; for a director, whether any
@@ -42,8 +47,19 @@ impl Program {
         if id.index() < self.backends.len() {
             return ctx.healthy(id);
         }
-        self.director(id)
-            .is_some_and(|d| d.members.iter().any(|m| eligible(m) && ctx.healthy(m.backend)))
+        self.director(id).is_some_and(|d| {
+            d.members
+                .iter()
+                .any(|m| eligible(m) && self.healthy(m.backend, ctx))
+        })
+    }
+
+    /// Requests in flight to a backend, or to all the members of a director.
+    fn in_flight(&self, id: BackendId, ctx: &dyn Context) -> usize {
+        match self.director(id) {
+            None => ctx.in_flight(id),
+            Some(d) => d.members.iter().map(|m| self.in_flight(m.backend, ctx)).sum(),
+        }
     }
 
     /// The value of `d.backend()` / `d.backend(key)` for director `d`.
@@ -54,77 +70,77 @@ impl Program {
             _ => BackendId::new(index),
         }
     }
+
+    fn pick(&self, d: &Director, key: u64, ctx: &dyn Context) -> Option<BackendId> {
+        let n = d.members.len();
+        if n == 0 {
+            return None;
+        }
+        let usable = |m: &Member| eligible(m) && self.healthy(m.backend, ctx);
+        match d.kind {
+            DirectorKind::RoundRobin => (0..n).find_map(|_| {
+                let m = &d.members[d.next.fetch_add(1, Ordering::Relaxed) % n];
+                usable(m).then_some(m.backend)
+            }),
+            DirectorKind::Fallback => d.members.iter().find(|m| usable(m)).map(|m| m.backend),
+            DirectorKind::Random => {
+                let total: f64 = d.members.iter().filter(|m| usable(m)).map(|m| m.weight).sum();
+                if total <= 0.0 || !total.is_finite() {
+                    return None;
+                }
+                let mut x = ctx.random() * total;
+                let mut last = None;
+                for m in d.members.iter().filter(|m| usable(m)) {
+                    if x < m.weight {
+                        return Some(m.backend);
+                    }
+                    x -= m.weight;
+                    last = Some(m.backend);
+                }
+                last
+            }
+            DirectorKind::Hash => d
+                .members
+                .iter()
+                .filter(|m| usable(m))
+                .map(|m| (hrw_score(key, m.seed, m.weight), m.backend))
+                .fold(None, |best: Option<(f64, BackendId)>, (s, b)| match best {
+                    Some((bs, _)) if bs >= s => best,
+                    _ => Some((s, b)),
+                })
+                .map(|(_, b)| b),
+            DirectorKind::LeastConnections => {
+                let load = |m: &Member| self.in_flight(m.backend, ctx) as f64 / m.weight;
+                // The lowest load, and how many members share it.
+                let mut min: Option<(f64, BackendId)> = None;
+                let mut ties = 0;
+                for m in d.members.iter().filter(|m| usable(m)) {
+                    let l = load(m);
+                    match min {
+                        Some((best, _)) if l > best => {}
+                        Some((best, _)) if l == best => ties += 1,
+                        _ => {
+                            min = Some((l, m.backend));
+                            ties = 1;
+                        }
+                    }
+                }
+                let (best, first) = min?;
+                // Take turns among the equally loaded.
+                let turn = d.next.fetch_add(1, Ordering::Relaxed) % ties;
+                d.members
+                    .iter()
+                    .filter(|m| usable(m) && load(m) == best)
+                    .nth(turn)
+                    .map_or(Some(first), |m| Some(m.backend))
+            }
+        }
+    }
 }
 
 /// Members with weight <= 0 (or NaN) are never picked.
 fn eligible(m: &Member) -> bool {
     m.weight > 0.0
-}
-
-fn pick(d: &Director, key: u64, ctx: &dyn Context) -> Option<BackendId> {
-    let n = d.members.len();
-    if n == 0 {
-        return None;
-    }
-    let usable = |m: &Member| eligible(m) && ctx.healthy(m.backend);
-    match d.kind {
-        DirectorKind::RoundRobin => (0..n).find_map(|_| {
-            let m = &d.members[d.next.fetch_add(1, Ordering::Relaxed) % n];
-            usable(m).then_some(m.backend)
-        }),
-        DirectorKind::Fallback => d.members.iter().find(|m| usable(m)).map(|m| m.backend),
-        DirectorKind::Random => {
-            let total: f64 = d.members.iter().filter(|m| usable(m)).map(|m| m.weight).sum();
-            if total <= 0.0 || !total.is_finite() {
-                return None;
-            }
-            let mut x = ctx.random() * total;
-            let mut last = None;
-            for m in d.members.iter().filter(|m| usable(m)) {
-                if x < m.weight {
-                    return Some(m.backend);
-                }
-                x -= m.weight;
-                last = Some(m.backend);
-            }
-            last
-        }
-        DirectorKind::Hash => d
-            .members
-            .iter()
-            .filter(|m| usable(m))
-            .map(|m| (hrw_score(key, m.seed, m.weight), m.backend))
-            .fold(None, |best: Option<(f64, BackendId)>, (s, b)| match best {
-                Some((bs, _)) if bs >= s => best,
-                _ => Some((s, b)),
-            })
-            .map(|(_, b)| b),
-        DirectorKind::LeastConnections => {
-            let load = |m: &Member| ctx.in_flight(m.backend) as f64 / m.weight;
-            // The lowest load, and how many members share it.
-            let mut min: Option<(f64, BackendId)> = None;
-            let mut ties = 0;
-            for m in d.members.iter().filter(|m| usable(m)) {
-                let l = load(m);
-                match min {
-                    Some((best, _)) if l > best => {}
-                    Some((best, _)) if l == best => ties += 1,
-                    _ => {
-                        min = Some((l, m.backend));
-                        ties = 1;
-                    }
-                }
-            }
-            let (best, first) = min?;
-            // Take turns among the equally loaded.
-            let turn = d.next.fetch_add(1, Ordering::Relaxed) % ties;
-            d.members
-                .iter()
-                .filter(|m| usable(m) && load(m) == best)
-                .nth(turn)
-                .map_or(Some(first), |m| Some(m.backend))
-        }
-    }
 }
 
 /// HRW score of a member for a key: `-weight / ln(u)`, `u` uniform in (0, 1)
