@@ -431,7 +431,12 @@ sub vcl_backend_error {{
 
     let (_proxy, addr) = start(&policy("true")).await;
     let reply = get(addr, "/always", &[]).await;
-    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        reply.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "as Varnish: a retry past max_retries fails the fetch"
+    );
+    assert!(reply.text().contains("may not be sent again"), "{}", reply.text());
     assert_eq!(
         broken.requests_for("/always"),
         5,
@@ -504,6 +509,55 @@ async fn vcl_backend_response_retry_is_bounded_by_max_retries() {
             "{target}: one attempt and max_retries (4) retries"
         );
     }
+
+    let origin = failing_first(usize::MAX).await;
+    let (_proxy, addr) = start(&retry_on_5xx(&origin, "true")).await;
+    let reply = support::send("POST", addr, "/pass-post", &[], "form=1").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.text(), "gave up");
+    assert_eq!(origin.requests(), 1, "a request with a body is not sent twice");
+}
+
+#[tokio::test]
+async fn vcl_backend_response_retry_of_a_revalidation_revalidates_again() {
+    // Stale on arrival (Age beyond max-age) but with a validator: stored for revalidation.
+    let origin = Origin::start(|request| {
+        if request.headers().get("if-none-match").is_some() {
+            OriginReply::with_status(304, "")
+                .header("etag", "\"v1\"")
+                .header("x-retry-me", "1")
+        } else {
+            OriginReply::ok("v1")
+                .header("etag", "\"v1\"")
+                .header("age", "100")
+                .cache_control("max-age=60")
+        }
+    })
+    .await;
+    let policy = format!(
+        "vcl 4.1;
+backend origin {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_backend_response {{
+    if (beresp.http.X-Retry-Me && bereq.retries == 0) {{ return (retry); }}
+    set beresp.http.X-Retries = bereq.retries;
+    set beresp.grace = 0s;
+    set beresp.keep = 1h;
+    return (deliver);
+}}\n",
+        origin.addr.port()
+    );
+    let (_proxy, addr) = start(&policy).await;
+    assert_eq!(get(addr, "/doc", &[]).await.text(), "v1");
+    let revalidated = get(addr, "/doc", &[]).await;
+    assert_eq!(revalidated.status, StatusCode::OK);
+    assert_eq!(revalidated.text(), "v1");
+    assert_eq!(revalidated.header("x-retries"), Some("1"));
+    let conditional = origin
+        .log()
+        .iter()
+        .filter(|seen| seen.header("if-none-match").is_some())
+        .count();
+    assert_eq!(conditional, 2, "the 304 was retried once");
 }
 
 #[tokio::test]

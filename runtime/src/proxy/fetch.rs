@@ -101,51 +101,17 @@ fn relay(
 /// A fetch that failed for good.
 pub(super) struct FetchFailure {
     error: BackendError,
-    /// `bereq.retries` when it failed.
-    retries: i64,
-    /// `vcl_backend_error`'s page, when the policy ran that sub already (deciding against a
-    /// retry), so that it does not run twice.
+    /// What `vcl_backend_error` made of it, when the policy defines that sub.
     page: Option<Box<Response<ProxyBody>>>,
-}
-
-impl FetchFailure {
-    fn new(error: BackendError, retries: i64) -> FetchFailure {
-        FetchFailure {
-            error,
-            retries,
-            page: None,
-        }
-    }
-}
-
-/// Runs `vcl_backend_error` for `error`: its action (`retry` or a delivery) and its page.
-fn vcl_backend_error(
-    program: &Program,
-    bereq: &Parts,
-    error: &BackendError,
-    retries: i64,
-) -> (Action, Response<ProxyBody>) {
-    let mut beresp = synth::backend_failure(error).into_parts().0;
-    beresp.headers.clear();
-    let mut bereq = bereq.clone();
-    let mut session = BackendSession::new(&mut bereq, &error.backend, true);
-    session.retries = retries;
-    session.beresp = Some(&mut beresp);
-    let action = program.run(Sub::BackendError, &mut session);
-    let body = session.synthetic.take().unwrap_or_default();
-    (action, Response::from_parts(beresp, ProxyBody::full(body)))
 }
 
 /// The answer to a failed fetch: `vcl_backend_error`'s page when the policy defines that sub,
 /// else 502/503/504 with a short body naming the backend and the cause.
-fn failure(version: &Version, request: &Parts, failed: FetchFailure) -> Response<ProxyBody> {
-    let FetchFailure { error, retries, page } = failed;
+fn failure(failed: FetchFailure) -> Response<ProxyBody> {
+    let FetchFailure { error, page } = failed;
     tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
-    if let Some(page) = page {
-        return *page;
-    }
-    match version.policy_defining(Sub::BackendError) {
-        Some(program) => vcl_backend_error(program, request, &error, retries).1,
+    match page {
+        Some(page) => *page,
         None => synth::backend_failure(&error),
     }
 }
@@ -166,7 +132,7 @@ pub(super) async fn pass(
     loop {
         let response = match attempts.send(&mut backend, bereq).await {
             Ok(response) => response,
-            Err(failed) => return failure(version, parts, failed),
+            Err(failed) => return failure(failed),
         };
         invalidate_after(shared, parts, &response);
         let (mut head, body) = response.into_parts();
@@ -185,7 +151,7 @@ pub(super) async fn pass(
                         bereq = next;
                         continue;
                     }
-                    Err(failed) => return failure(version, parts, failed),
+                    Err(failed) => return failure(failed),
                 }
             }
             if let Some(replaced) = replacement(action, &mut session) {
@@ -209,15 +175,19 @@ struct Attempts<'v> {
     version: &'v Version,
     /// The policy's backend choice, asked again on a retry (a director may pick another).
     hint: Option<BackendId>,
-    /// The request as first sent, without its body; `None` where it may not be sent twice (no
-    /// policy to ask for it, or a request the origin may have acted on).
-    replay: Option<Parts>,
+    /// With a policy: the backend request's head, which `vcl_backend_error` sees as `bereq`
+    /// and a retry sends again.
+    head: Option<Parts>,
+    /// Whether the request may be sent twice (idempotent, no body).
+    repeatable: bool,
     retries: i64,
+    /// Whether a refused connection was already sent to another member of the director.
+    rerouted: bool,
 }
 
 impl<'v> Attempts<'v> {
     fn new(version: &'v Version, hint: Option<BackendId>, bereq: &Request<OutgoingBody>) -> Attempts<'v> {
-        let replay = (version.policy.is_some() && repeatable(bereq)).then(|| {
+        let head = version.policy.is_some().then(|| {
             let mut parts = Request::new(()).into_parts().0;
             parts.method = bereq.method().clone();
             parts.uri = bereq.uri().clone();
@@ -227,19 +197,21 @@ impl<'v> Attempts<'v> {
         Attempts {
             version,
             hint,
-            replay,
+            head,
+            repeatable: repeatable(bereq),
             retries: 0,
+            rerouted: false,
         }
     }
 
     /// Sends `bereq` to `backend`, and again where a failed fetch may be repeated:
     /// - once, to another healthy member, when the backend came from a director and could not
     ///   be connected to (the origin saw nothing), as Varnish retries a fetch;
-    /// - when the policy's `vcl_backend_error` returns `retry`, up to [`MAX_RETRIES`] times,
-    ///   to the backend the hint picks then.
+    /// - when the policy's `vcl_backend_error` returns `retry`, to the backend the hint
+    ///   picks then.
     ///
-    /// A sick backend is not contacted. `backend` ends as the one that answered (or failed
-    /// last).
+    /// Both count towards [`MAX_RETRIES`]. A sick backend is not contacted. `backend` ends as
+    /// the one that answered (or failed last).
     async fn send(
         &mut self,
         backend: &mut Backend,
@@ -250,7 +222,7 @@ impl<'v> Attempts<'v> {
             .hint
             .is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
         let on_error = version.policy_defining(Sub::BackendError);
-        let mut rerouted = false;
+        let repeatable = self.repeatable;
         loop {
             let error = if backend.healthy() {
                 match backend.send(bereq).await {
@@ -267,28 +239,30 @@ impl<'v> Attempts<'v> {
                     "sick: its health probe is failing",
                 )
             };
-            let Some(parts) = &self.replay else {
-                return Err(FetchFailure::new(error, self.retries));
+            let Some(parts) = self.head.as_ref().filter(|_| repeatable) else {
+                return Err(self.fail(error));
             };
-            let unreached = from_director && !rerouted && error.stage == Stage::Connect;
+            if self.retries >= MAX_RETRIES {
+                return Err(self.fail(error));
+            }
+            let unreached = from_director && !self.rerouted && error.stage == Stage::Connect;
             let next = match unreached.then(|| version.pick_other(self.hint, version.backend_id(backend))) {
                 Some(Some(other)) => {
-                    rerouted = true;
+                    self.rerouted = true;
                     other
                 }
                 _ => match on_error {
-                    Some(program) if self.retries < MAX_RETRIES => {
-                        let (action, page) = vcl_backend_error(program, parts, &error, self.retries);
+                    Some(program) => {
+                        let (action, page) = self.vcl_backend_error(program, parts, &error);
                         if action != Action::Retry {
                             return Err(FetchFailure {
                                 error,
-                                retries: self.retries,
                                 page: Some(Box::new(page)),
                             });
                         }
                         version.pick(self.hint)
                     }
-                    _ => return Err(FetchFailure::new(error, self.retries)),
+                    None => return Err(self.fail(error)),
                 },
             };
             tracing::warn!(
@@ -303,15 +277,17 @@ impl<'v> Attempts<'v> {
     }
 
     /// `return (retry)` from `vcl_backend_response`: the request to send next, with `backend`
-    /// set to the one the hint picks now. The fetch fails (503, or the stale object in grace),
-    /// as in Varnish, when `max_retries` is spent or the request may not be sent twice.
+    /// set to the one the hint picks now. The fetch fails (`vcl_backend_error`, 503, or the
+    /// stale object in grace), as in Varnish, when `max_retries` is spent or the request may
+    /// not be sent twice.
     fn retry(&mut self, backend: &mut Backend) -> Result<Request<OutgoingBody>, FetchFailure> {
-        let refusal = match &self.replay {
+        let refusal = match self.head.as_ref().filter(|_| self.repeatable) {
             None => "vcl_backend_response returned retry, but this request may not be sent twice",
             Some(_) if self.retries >= MAX_RETRIES => {
                 "vcl_backend_response returned retry: too many retries (max_retries is 4)"
             }
             Some(parts) => {
+                let next = Request::from_parts(parts.clone(), empty_body());
                 self.retries += 1;
                 *backend = self.version.pick(self.hint).clone();
                 tracing::debug!(
@@ -319,11 +295,59 @@ impl<'v> Attempts<'v> {
                     retries = self.retries,
                     "vcl_backend_response: retry"
                 );
-                return Ok(Request::from_parts(parts.clone(), empty_body()));
+                return Ok(next);
             }
         };
-        let error = BackendError::new(backend, Stage::FirstByte, FailureKind::Down, refusal);
-        Err(FetchFailure::new(error, self.retries))
+        Err(self.fail(BackendError::new(
+            backend,
+            Stage::FirstByte,
+            FailureKind::Down,
+            refusal,
+        )))
+    }
+
+    /// The fetch failed for good: `vcl_backend_error` makes the page, when the policy
+    /// defines that sub.
+    fn fail(&self, error: BackendError) -> FetchFailure {
+        let page = match (self.version.policy_defining(Sub::BackendError), &self.head) {
+            (Some(program), Some(bereq)) => Some(Box::new(self.vcl_backend_error(program, bereq, &error).1)),
+            _ => None,
+        };
+        FetchFailure { error, page }
+    }
+
+    /// Runs `vcl_backend_error` for `error`: its action, and what the client gets unless that
+    /// action is a retry that is still allowed.
+    fn vcl_backend_error(
+        &self,
+        program: &Program,
+        bereq: &Parts,
+        error: &BackendError,
+    ) -> (Action, Response<ProxyBody>) {
+        let mut beresp = synth::backend_failure(error).into_parts().0;
+        beresp.headers.clear();
+        let mut bereq = bereq.clone();
+        let mut session = BackendSession::new(&mut bereq, &error.backend, true);
+        session.version = Some(self.version);
+        session.backend = self.hint;
+        session.retries = self.retries;
+        session.beresp = Some(&mut beresp);
+        let action = program.run(Sub::BackendError, &mut session);
+        let body = session.synthetic.take().unwrap_or_default();
+        let page = match action {
+            // As Varnish: a retry past `max_retries`, `abandon` or `fail` fail the fetch.
+            Action::Retry => synth::plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "vcl_backend_error returned retry, but the fetch may not be sent again (max_retries \
+                 is 4; a request with a body is sent once)",
+            ),
+            Action::Abandon | Action::Fail { .. } => synth::plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the policy abandoned the fetch in vcl_backend_error",
+            ),
+            _ => Response::from_parts(beresp, ProxyBody::full(body)),
+        };
+        (action, page)
     }
 }
 
@@ -537,7 +561,7 @@ pub(super) async fn miss(
                 respond::from_object(object, method, request_headers, now),
                 CacheState::Stale,
             ),
-            None => (failure(version, &request, failed), CacheState::Miss),
+            None => (failure(failed), CacheState::Miss),
         },
         Err(_) => (
             synth::plain(
@@ -651,27 +675,36 @@ impl FetchTask {
             let response_time = SystemTime::now();
             let (mut parts, body) = response.into_parts();
             headers::strip_hop_by_hop(&mut parts.headers);
-            if parts.status == StatusCode::NOT_MODIFIED {
-                let confirmed = self
-                    .stale
-                    .clone()
-                    .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
-                if let Some(stale) = confirmed {
-                    self.revalidated(stale, &parts, request_time, response_time, delivered);
-                    return;
-                }
-            }
+            let confirmed = self
+                .stale
+                .clone()
+                .filter(|_| parts.status == StatusCode::NOT_MODIFIED)
+                .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
             self.retries = attempts.retries;
-            let judged = self.judge(
-                &mut parts.status,
-                &mut parts.headers,
-                parts.version,
-                request_time,
-                response_time,
-            );
-            match judged {
-                Ok(judged) => break (judged, body),
-                Err(NotStored::Retry) => match attempts.retry(&mut self.backend) {
+            let judged = match &confirmed {
+                // RFC 9111 §4.3.4: the stored response with the 304's fields merged in.
+                Some(stale) => {
+                    let mut merged = stale.head.headers.clone();
+                    conditional::merge_304(&mut merged, &parts.headers);
+                    let mut status = stale.head.status;
+                    self.judge(
+                        &mut status,
+                        &mut merged,
+                        parts.version,
+                        request_time,
+                        response_time,
+                    )
+                }
+                None => self.judge(
+                    &mut parts.status,
+                    &mut parts.headers,
+                    parts.version,
+                    request_time,
+                    response_time,
+                ),
+            };
+            match (judged, confirmed) {
+                (Err(NotStored::Retry), _) => match attempts.retry(&mut self.backend) {
                     // The response is dropped unread: its connection closes.
                     Ok(next) => bereq = next,
                     Err(failed) => {
@@ -679,14 +712,19 @@ impl FetchTask {
                         return;
                     }
                 },
-                Err(NotStored::Replaced(response)) => {
+                (judged, Some(stale)) => {
+                    self.revalidated(stale, judged, delivered);
+                    return;
+                }
+                (Ok(judged), None) => break (judged, body),
+                (Err(NotStored::Replaced(response)), None) => {
                     if let Some(leader) = &self.leader {
                         leader.publish(FetchOutcome::Uncacheable);
                     }
                     let _ = delivered.send(Delivery::Replaced(*response));
                     return;
                 }
-                Err(NotStored::Because(reason)) => {
+                (Err(NotStored::Because(reason)), None) => {
                     tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
                     match &self.leader {
                         Some(leader) => leader.publish(FetchOutcome::Uncacheable),
@@ -737,30 +775,19 @@ impl FetchTask {
             .backend
             .send(fill_request(&self.request, self.client, None))
             .await
-            .map_err(|error| FetchFailure::new(error, attempts.retries))?;
+            .map_err(|error| attempts.fail(error))?;
         Ok((response, request_time))
     }
 
-    /// A 304 confirmed `stale`: store it again with the 304's fields merged in (RFC 9111
-    /// §4.3.4) and a freshness computed from the merged fields.
+    /// A 304 confirmed `stale`: store it again as `judged` (the merged fields, RFC 9111
+    /// §4.3.4, with a freshness computed from them).
     fn revalidated(
         self,
         stale: Arc<CachedObject>,
-        not_modified: &http::response::Parts,
-        request_time: SystemTime,
-        response_time: SystemTime,
+        judged: Result<(ObjectHead, VaryRule), NotStored>,
         delivered: oneshot::Sender<Delivery>,
     ) {
-        let mut merged = stale.head.headers.clone();
-        conditional::merge_304(&mut merged, &not_modified.headers);
-        let mut status = stale.head.status;
-        match self.judge(
-            &mut status,
-            &mut merged,
-            not_modified.version,
-            request_time,
-            response_time,
-        ) {
+        match judged {
             Ok((head, rule)) => {
                 let object = Arc::new(CachedObject::new(Arc::new(head), stale.body.clone()));
                 if let Some(leader) = &self.leader {
@@ -781,14 +808,12 @@ impl FetchTask {
                 self.shared.store.purge(&self.key);
                 let _ = delivered.send(Delivery::Replaced(*response));
             }
-            Err(NotStored::Retry) => {
-                tracing::debug!("vcl_backend_response returned retry for a 304: the stored object answers");
-                let _ = delivered.send(Delivery::Revalidated(stale));
-            }
-            Err(NotStored::Because(reason)) => {
-                // The merged response forbids storing now (e.g. `no-store` in the 304): serve
-                // the stored body this once and drop the object.
-                tracing::debug!(reason, "revalidated object no longer storable");
+            // The merged response forbids storing now (e.g. `no-store` in the 304): serve the
+            // stored body this once and drop the object. (The caller sends a retry instead.)
+            Err(not_stored) => {
+                if let NotStored::Because(reason) = not_stored {
+                    tracing::debug!(reason, "revalidated object no longer storable");
+                }
                 self.shared.store.purge(&self.key);
                 let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
                 let _ = delivered.send(Delivery::Revalidated(object));
