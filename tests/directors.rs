@@ -519,6 +519,31 @@ async fn vcl_backend_response_retry_is_bounded_by_max_retries() {
 }
 
 #[tokio::test]
+async fn a_retry_runs_vcl_backend_fetch_again_which_may_pick_another_backend() {
+    let primary = Origin::fixed(OriginReply::with_status(503, "primary busy")).await;
+    let secondary = named("secondary", plain).await;
+    let policy = format!(
+        "vcl 4.1;
+backend primary {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+backend secondary {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_backend_fetch {{
+    set bereq.http.X-Attempt = bereq.retries;
+    if (bereq.retries > 0) {{ set bereq.backend = secondary; }}
+}}
+sub vcl_backend_response {{
+    if (beresp.status >= 500 && bereq.retries == 0) {{ return (retry); }}
+}}\n",
+        primary.addr.port(),
+        secondary.addr.port()
+    );
+    let (_proxy, addr) = start(&policy).await;
+    assert_eq!(served_by(addr, "/page").await, "secondary");
+    assert_eq!(primary.requests(), 1);
+    assert_eq!(primary.last().header("x-attempt"), Some("0"));
+    assert_eq!(secondary.last().header("x-attempt"), Some("1"));
+}
+
+#[tokio::test]
 async fn vcl_backend_response_retry_of_a_revalidation_revalidates_again() {
     // Stale on arrival (Age beyond max-age) but with a validator: stored for revalidation.
     let origin = Origin::start(|request| {

@@ -126,9 +126,7 @@ pub(super) async fn pass(
     body: OutgoingBody,
 ) -> Response<ProxyBody> {
     let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
-    let route = vcl_backend_fetch(version, route, &mut bereq, true);
-    let mut backend = route.backend.clone();
-    let mut attempts = Attempts::new(version, route.hint, &bereq);
+    let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
     loop {
         let response = match attempts.send(&mut backend, bereq).await {
             Ok(response) => response,
@@ -170,45 +168,86 @@ pub(super) async fn pass(
 /// `vcl_backend_response` may send a fetch again.
 const MAX_RETRIES: i64 = 4;
 
-/// The attempts of one fetch: the request to send again and how often it was (`bereq.retries`).
+/// The attempts of one fetch: the backend request, the backend choice, and how often the
+/// request was sent again (`bereq.retries`).
 struct Attempts<'v> {
     version: &'v Version,
-    /// The policy's backend choice, asked again on a retry (a director may pick another).
+    /// The policy's backend choice (`bereq.backend`), asked again on a retry (a director may
+    /// pick another).
     hint: Option<BackendId>,
-    /// With a policy: the backend request's head, which `vcl_backend_error` sees as `bereq`
-    /// and a retry sends again.
-    head: Option<Parts>,
-    /// Whether the request may be sent twice (idempotent, no body).
+    /// The backend request's head: `bereq` for `vcl_backend_fetch` and `vcl_backend_error`,
+    /// and what a retry sends again. Without a policy its fields are left empty.
+    head: Parts,
+    /// Whether the request may be sent again: a policy, and an idempotent request without a
+    /// body (so the origin cannot have acted on it twice).
     repeatable: bool,
+    /// A pass (`bereq.uncacheable`).
+    uncacheable: bool,
     retries: i64,
     /// Whether a refused connection was already sent to another member of the director.
     rerouted: bool,
 }
 
 impl<'v> Attempts<'v> {
-    fn new(version: &'v Version, hint: Option<BackendId>, bereq: &Request<OutgoingBody>) -> Attempts<'v> {
-        let head = version.policy.is_some().then(|| {
-            let mut parts = Request::new(()).into_parts().0;
-            parts.method = bereq.method().clone();
-            parts.uri = bereq.uri().clone();
-            parts.headers = bereq.headers().clone();
-            parts
-        });
-        Attempts {
+    /// Starts the fetch of `bereq`, meant for `backend`: `vcl_backend_fetch` runs over it
+    /// (it may edit the request and set `bereq.backend`). Returns the backend to send it to.
+    fn start(
+        version: &'v Version,
+        hint: Option<BackendId>,
+        backend: &Backend,
+        bereq: &mut Request<OutgoingBody>,
+        uncacheable: bool,
+    ) -> (Attempts<'v>, Backend) {
+        let mut attempts = Attempts {
             version,
             hint,
-            head,
-            repeatable: repeatable(bereq),
+            head: Request::new(()).into_parts().0,
+            repeatable: version.policy.is_some() && repeatable(bereq),
+            uncacheable,
             retries: 0,
             rerouted: false,
+        };
+        if version.policy.is_none() {
+            return (attempts, backend.clone());
         }
+        let head = &mut attempts.head;
+        head.method = bereq.method().clone();
+        head.uri = bereq.uri().clone();
+        head.version = bereq.version();
+        head.headers = std::mem::take(bereq.headers_mut());
+        let chose_another = attempts.vcl_backend_fetch(backend.name());
+        *bereq.method_mut() = attempts.head.method.clone();
+        *bereq.uri_mut() = attempts.head.uri.clone();
+        *bereq.headers_mut() = attempts.head.headers.clone();
+        let backend = if chose_another {
+            version.pick(attempts.hint).clone()
+        } else {
+            backend.clone()
+        };
+        (attempts, backend)
+    }
+
+    /// Runs `vcl_backend_fetch` over the request, when the policy defines that sub. Returns
+    /// whether it set `bereq.backend` to another choice (now in `hint`).
+    fn vcl_backend_fetch(&mut self, backend_name: &str) -> bool {
+        let Some(program) = self.version.policy_defining(Sub::BackendFetch) else {
+            return false;
+        };
+        let mut session = BackendSession::new(&mut self.head, backend_name, self.uncacheable);
+        session.backend = self.hint;
+        session.version = Some(self.version);
+        session.retries = self.retries;
+        program.run(Sub::BackendFetch, &mut session);
+        let chosen = session.backend;
+        let changed = chosen != self.hint;
+        self.hint = chosen;
+        changed
     }
 
     /// Sends `bereq` to `backend`, and again where a failed fetch may be repeated:
     /// - once, to another healthy member, when the backend came from a director and could not
     ///   be connected to (the origin saw nothing), as Varnish retries a fetch;
-    /// - when the policy's `vcl_backend_error` returns `retry`, to the backend the hint
-    ///   picks then.
+    /// - when the policy's `vcl_backend_error` returns `retry` (see [`Attempts::again`]).
     ///
     /// Both count towards [`MAX_RETRIES`]. A sick backend is not contacted. `backend` ends as
     /// the one that answered (or failed last).
@@ -222,7 +261,6 @@ impl<'v> Attempts<'v> {
             .hint
             .is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
         let on_error = version.policy_defining(Sub::BackendError);
-        let repeatable = self.repeatable;
         loop {
             let error = if backend.healthy() {
                 match backend.send(bereq).await {
@@ -239,64 +277,49 @@ impl<'v> Attempts<'v> {
                     "sick: its health probe is failing",
                 )
             };
-            let Some(parts) = self.head.as_ref().filter(|_| repeatable) else {
-                return Err(self.fail(error));
-            };
-            if self.retries >= MAX_RETRIES {
+            if !self.repeatable || self.retries >= MAX_RETRIES {
                 return Err(self.fail(error));
             }
             let unreached = from_director && !self.rerouted && error.stage == Stage::Connect;
-            let next = match unreached.then(|| version.pick_other(self.hint, version.backend_id(backend))) {
-                Some(Some(other)) => {
+            let other = unreached
+                .then(|| version.pick_other(self.hint, version.backend_id(backend)))
+                .flatten();
+            bereq = match (other, on_error) {
+                (Some(other), _) => {
+                    tracing::warn!(retry_on = other.name(), "{error}; retrying on another member");
                     self.rerouted = true;
-                    other
+                    self.retries += 1;
+                    *backend = other.clone();
+                    Request::from_parts(self.head.clone(), empty_body())
                 }
-                _ => match on_error {
-                    Some(program) => {
-                        let (action, page) = self.vcl_backend_error(program, parts, &error);
-                        if action != Action::Retry {
-                            return Err(FetchFailure {
-                                error,
-                                page: Some(Box::new(page)),
-                            });
-                        }
-                        version.pick(self.hint)
+                (None, Some(program)) => {
+                    let (action, page) = self.vcl_backend_error(program, &error);
+                    if action != Action::Retry {
+                        return Err(FetchFailure {
+                            error,
+                            page: Some(Box::new(page)),
+                        });
                     }
-                    None => return Err(self.fail(error)),
-                },
+                    tracing::warn!(retries = self.retries, "{error}; vcl_backend_error: retry");
+                    self.again(backend)
+                }
+                (None, None) => return Err(self.fail(error)),
             };
-            tracing::warn!(
-                retry_on = next.name(),
-                retries = self.retries,
-                "{error}; retrying"
-            );
-            self.retries += 1;
-            *backend = next.clone();
-            bereq = Request::from_parts(parts.clone(), empty_body());
         }
     }
 
-    /// `return (retry)` from `vcl_backend_response`: the request to send next, with `backend`
-    /// set to the one the hint picks now. The fetch fails (`vcl_backend_error`, 503, or the
-    /// stale object in grace), as in Varnish, when `max_retries` is spent or the request may
-    /// not be sent twice.
+    /// `return (retry)` from `vcl_backend_response`: the request to send next (see
+    /// [`Attempts::again`]). The fetch fails (`vcl_backend_error`, 503, or the stale object in
+    /// grace), as in Varnish, when `max_retries` is spent or the request may not be sent
+    /// twice.
     fn retry(&mut self, backend: &mut Backend) -> Result<Request<OutgoingBody>, FetchFailure> {
-        let refusal = match self.head.as_ref().filter(|_| self.repeatable) {
-            None => "vcl_backend_response returned retry, but this request may not be sent twice",
-            Some(_) if self.retries >= MAX_RETRIES => {
-                "vcl_backend_response returned retry: too many retries (max_retries is 4)"
-            }
-            Some(parts) => {
-                let next = Request::from_parts(parts.clone(), empty_body());
-                self.retries += 1;
-                *backend = self.version.pick(self.hint).clone();
-                tracing::debug!(
-                    retry_on = backend.name(),
-                    retries = self.retries,
-                    "vcl_backend_response: retry"
-                );
-                return Ok(next);
-            }
+        let refusal = if !self.repeatable {
+            "vcl_backend_response returned retry, but this request may not be sent twice"
+        } else if self.retries >= MAX_RETRIES {
+            "vcl_backend_response returned retry: too many retries (max_retries is 4)"
+        } else {
+            tracing::debug!(retries = self.retries, "vcl_backend_response: retry");
+            return Ok(self.again(backend));
         };
         Err(self.fail(BackendError::new(
             backend,
@@ -306,27 +329,32 @@ impl<'v> Attempts<'v> {
         )))
     }
 
+    /// The request of a policy's `retry`: `vcl_backend_fetch` runs again over the backend
+    /// request (its edits stay, as in Varnish; `bereq.retries` tells which attempt this is,
+    /// and it may set `bereq.backend`), then `backend` becomes the one the choice picks now.
+    fn again(&mut self, backend: &mut Backend) -> Request<OutgoingBody> {
+        self.retries += 1;
+        self.vcl_backend_fetch(backend.name());
+        *backend = self.version.pick(self.hint).clone();
+        Request::from_parts(self.head.clone(), empty_body())
+    }
+
     /// The fetch failed for good: `vcl_backend_error` makes the page, when the policy
     /// defines that sub.
     fn fail(&self, error: BackendError) -> FetchFailure {
-        let page = match (self.version.policy_defining(Sub::BackendError), &self.head) {
-            (Some(program), Some(bereq)) => Some(Box::new(self.vcl_backend_error(program, bereq, &error).1)),
-            _ => None,
-        };
+        let page = self
+            .version
+            .policy_defining(Sub::BackendError)
+            .map(|program| Box::new(self.vcl_backend_error(program, &error).1));
         FetchFailure { error, page }
     }
 
     /// Runs `vcl_backend_error` for `error`: its action, and what the client gets unless that
     /// action is a retry that is still allowed.
-    fn vcl_backend_error(
-        &self,
-        program: &Program,
-        bereq: &Parts,
-        error: &BackendError,
-    ) -> (Action, Response<ProxyBody>) {
+    fn vcl_backend_error(&self, program: &Program, error: &BackendError) -> (Action, Response<ProxyBody>) {
         let mut beresp = synth::backend_failure(error).into_parts().0;
         beresp.headers.clear();
-        let mut bereq = bereq.clone();
+        let mut bereq = self.head.clone();
         let mut session = BackendSession::new(&mut bereq, &error.backend, true);
         session.version = Some(self.version);
         session.backend = self.hint;
@@ -354,37 +382,6 @@ impl<'v> Attempts<'v> {
 /// An idempotent request without a body (RFC 9110 §9.2.2): sending it twice is harmless.
 fn repeatable(bereq: &Request<OutgoingBody>) -> bool {
     bereq.method().is_idempotent() && http_body::Body::size_hint(bereq.body()).exact() == Some(0)
-}
-
-/// Runs `vcl_backend_fetch` over an origin request, when the policy defines it.
-fn vcl_backend_fetch<'v>(
-    version: &'v Version,
-    route: Route<'v>,
-    bereq: &mut Request<OutgoingBody>,
-    uncacheable: bool,
-) -> Route<'v> {
-    let Some(program) = version.policy_defining(Sub::BackendFetch) else {
-        return route;
-    };
-    let mut parts = Request::new(()).into_parts().0;
-    parts.method = bereq.method().clone();
-    parts.uri = bereq.uri().clone();
-    parts.version = bereq.version();
-    parts.headers = std::mem::take(bereq.headers_mut());
-    let mut session = BackendSession::new(&mut parts, route.backend.name(), uncacheable);
-    session.backend = route.hint;
-    session.version = Some(version);
-    program.run(Sub::BackendFetch, &mut session);
-    // `set bereq.backend = ...` picks again (a director resolves now).
-    let chosen = session.backend;
-    *bereq.method_mut() = parts.method;
-    *bereq.uri_mut() = parts.uri;
-    *bereq.headers_mut() = parts.headers;
-    if chosen == route.hint {
-        route
-    } else {
-        Route::pick(version, chosen)
-    }
 }
 
 /// RFC 9111 §4.4: a non-error response to an unsafe method invalidates the stored responses
@@ -511,17 +508,15 @@ pub(super) async fn miss(
 ) -> (Response<ProxyBody>, CacheState) {
     let request = parts.clone();
     let (method, request_headers) = (&request.method, &request.headers);
-    let mut bereq = match (&leader, &stale) {
+    let bereq = match (&leader, &stale) {
         (None, None) => hit_for_pass_request(&parts, client.ip()),
         _ => fill_request(&parts, client.ip(), stale.as_deref()),
     };
-    let route = vcl_backend_fetch(version, route, &mut bereq, false);
-    let backend = route.backend;
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
         shared: shared.clone(),
         version: version.clone(),
-        backend: backend.clone(),
+        backend: route.backend.clone(),
         hint: route.hint,
         key,
         leader,
@@ -587,13 +582,11 @@ pub(super) fn refresh_in_background(
     let Join::Leader(leader) = shared.coalescer.join(&key) else {
         return;
     };
-    let mut bereq = fill_request(request, client.ip(), Some(&stale));
-    let route = vcl_backend_fetch(version, route, &mut bereq, false);
-    let backend = route.backend;
+    let bereq = fill_request(request, client.ip(), Some(&stale));
     let task = FetchTask {
         shared: shared.clone(),
         version: version.clone(),
-        backend: backend.clone(),
+        backend: route.backend.clone(),
         hint: route.hint,
         key,
         leader: Some(leader),
@@ -662,7 +655,8 @@ struct FetchTask {
 impl FetchTask {
     async fn run(mut self, mut bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
         let version = self.version.clone();
-        let mut attempts = Attempts::new(&version, self.hint, &bereq);
+        let (mut attempts, backend) = Attempts::start(&version, self.hint, &self.backend, &mut bereq, false);
+        self.backend = backend;
         let ((head, rule), body) = loop {
             let (response, request_time) = match self.exchange(&mut attempts, bereq).await {
                 Ok(exchanged) => exchanged,
