@@ -418,6 +418,11 @@ fn checker_refuses_director_cycles_and_hash_members() {
     ));
     assert!(r.contains("director `x` would contain itself"), "{r}");
     assert!(r.contains("directors may nest, but not in a cycle"), "{r}");
+    assert_eq!(
+        r.matches("would contain itself").count(),
+        1,
+        "one report per cycle: {r}"
+    );
     let r = errors(&format!(
         "{base}sub vcl_init {{ new x = directors.round_robin(); x.add_backend(x.backend()); }}"
     ));

@@ -514,7 +514,8 @@ fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
     }
 }
 
-/// Directors may contain directors, but not themselves: a pick would never end.
+/// Directors may contain directors, but not themselves: a pick would never end. Reports the
+/// first cycle found.
 fn refuse_director_cycles(sink: &mut Sink, adds: &[DirectorAdd], directors: &[Director]) {
     let contains = |outer: usize| {
         adds.iter()
@@ -547,7 +548,8 @@ fn refuse_director_cycles(sink: &mut Sink, adds: &[DirectorAdd], directors: &[Di
                     ))
                     .hint("directors may nest, but not in a cycle: remove one of these `add_backend` calls"),
                 );
-                break;
+                // One report per policy: each `add_backend` of a cycle would repeat it.
+                return;
             }
             if !std::mem::replace(&mut seen[d], true) {
                 stack.extend(contains(d));
