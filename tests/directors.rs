@@ -245,12 +245,13 @@ async fn grace_serves_the_stale_object_while_every_origin_is_down() {
     let fresh = |reply: OriginReply| reply.cache_control("max-age=1");
     let (a, b) = (named("a", fresh).await, named("b", fresh).await);
     let policy = format!(
-        "vcl 4.1;\nimport directors;\n
+        "vcl 4.1;\nimport std;\nimport directors;\n
 probe health {{ .url = \"/\"; .interval = 50ms; .timeout = 500ms; .window = 2; .threshold = 1; .initial = 1; }}
 {}
 sub vcl_init {{ new rr = directors.round_robin(); rr.add_backend(a); rr.add_backend(b); }}
 sub vcl_recv {{ set req.backend_hint = rr.backend(); }}
-sub vcl_backend_response {{ set beresp.grace = 1h; }}\n",
+sub vcl_backend_response {{ set beresp.grace = 1h; }}
+sub vcl_backend_error {{ set beresp.http.X-Director-Healthy = std.healthy(bereq.backend); }}\n",
         backends(&[&a, &b], ".probe = health;")
     );
     let (proxy, addr) = start(&policy).await;
@@ -268,7 +269,12 @@ sub vcl_backend_response {{ set beresp.grace = 1h; }}\n",
     let never_cached = get(addr, "/other", &[]).await;
     assert_eq!(never_cached.status, StatusCode::SERVICE_UNAVAILABLE);
     // By now the probes (every 50 ms) have marked both sick: the fetch is not even tried.
-    assert!(never_cached.text().contains("sick"), "{}", never_cached.text());
+    assert_eq!(never_cached.header("x-director-healthy"), Some("false"));
+    assert!(
+        never_cached.text().contains("503 Service Unavailable"),
+        "the builtin vcl_backend_error page: {}",
+        never_cached.text()
+    );
 }
 
 #[tokio::test]

@@ -115,3 +115,19 @@ async fn a_stalled_body_is_cut_not_hung() {
     );
     assert_eq!(proxy.cache_usage().keys, 0, "the partial object was not stored");
 }
+
+#[tokio::test]
+async fn a_backend_on_edgecaches_own_listen_address_is_refused_at_start() {
+    let own = unused_port().await;
+    let config = edgecache_runtime::Config {
+        listen: vec![own],
+        backend: Some(format!("localhost:{}", own.port())),
+        ..Default::default()
+    };
+    let error = edgecache_runtime::start(config)
+        .await
+        .err()
+        .expect("a proxy in front of itself would loop")
+        .to_string();
+    assert!(error.contains("edgecache's own listen address"), "{error}");
+}

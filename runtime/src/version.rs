@@ -179,6 +179,12 @@ fn backends(
     // A backend is reused only when nothing about it changed (a changed probe starts a new one).
     let reuse =
         |name: &str, address: &str, options: crate::backend::BackendOptions| -> Result<Backend, StartError> {
+            if is_own_listen_address(address, &config.listen) {
+                return Err(StartError::Backend(format!(
+                    "{name}: {address} is edgecache's own listen address, so every request would \
+                     loop back into edgecache; point the backend at the origin server"
+                )));
+            }
             let kept = previous
                 .into_iter()
                 .flat_map(|version| version.backends.iter())
@@ -223,6 +229,20 @@ fn backends(
             reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), options)
         })
         .collect()
+}
+
+/// Whether `address` (`HOST:PORT`) names one of `listen`: a backend there would send every
+/// request back to edgecache. Host names other than `localhost` are not resolved here.
+fn is_own_listen_address(address: &str, listen: &[std::net::SocketAddr]) -> bool {
+    let target = match address.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}").parse(),
+        None => address.parse::<std::net::SocketAddr>(),
+    };
+    let Ok(target) = target else { return false };
+    listen.iter().any(|own| {
+        own.port() == target.port()
+            && (own.ip() == target.ip() || (own.ip().is_unspecified() && target.ip().is_loopback()))
+    })
 }
 
 /// What a director reads when it picks: each backend's health and load, and a random number.

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{parse_cidr_list, parse_duration, parse_size, Config, ConfigError, LogFormat};
+use super::{parse_cidr_list, parse_duration, parse_listen, parse_size, Config, ConfigError, LogFormat};
 
 /// A number or a string such as `"256m"` / `"120s"`.
 #[derive(Debug, Deserialize, Clone)]
@@ -131,11 +131,11 @@ impl FileConfig {
             config.listen = listen
                 .iter()
                 .map(|addr| {
-                    addr.parse().map_err(|_| {
+                    parse_listen(addr).map_err(|problem| {
                         ConfigError::new(
                             "listen",
-                            format!("`{addr}` is not an address"),
-                            "IP:PORT, e.g. \"127.0.0.1:8080\"",
+                            problem,
+                            "IP:PORT, e.g. \"127.0.0.1:8080\", or \":6081\"",
                         )
                     })
                 })

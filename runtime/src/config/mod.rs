@@ -16,7 +16,7 @@ use http::HeaderName;
 use ipnet::IpNet;
 
 pub use file::FileConfig;
-pub use parse::{parse_cidr_list, parse_duration, parse_size};
+pub use parse::{parse_cidr_list, parse_duration, parse_listen, parse_size};
 
 /// A setting the user got wrong: which one, what was given, what is accepted.
 #[derive(Debug, thiserror::Error)]

@@ -48,6 +48,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(value * scale).map_err(|_| format!("`{text}` is out of range"))
 }
 
+/// Parses a listen address: `IP:PORT`, or varnishd's `:PORT` for every interface.
+pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    full.parse()
+        .map_err(|_| format!("`{text}` is not IP:PORT (or :PORT for every interface)"))
+}
+
 /// Parses a comma-separated list of networks; a bare address means that one host.
 pub fn parse_cidr_list(text: &str) -> Result<Vec<IpNet>, String> {
     text.split(',')
@@ -64,6 +74,17 @@ pub fn parse_cidr_list(text: &str) -> Result<Vec<IpNet>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            parse_listen("127.0.0.1:8080").unwrap().to_string(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(parse_listen(":6081").unwrap().to_string(), "0.0.0.0:6081");
+        assert_eq!(parse_listen("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert!(parse_listen("6081").unwrap_err().contains(":PORT"));
+    }
 
     #[test]
     fn sizes() {

@@ -105,8 +105,8 @@ pub(super) struct FetchFailure {
     page: Option<Box<Response<ProxyBody>>>,
 }
 
-/// The answer to a failed fetch: `vcl_backend_error`'s page when the policy defines that sub,
-/// else 502/503/504 with a short body naming the backend and the cause.
+/// The answer to a failed fetch: `vcl_backend_error`'s page with a policy, else 502/503/504
+/// with a short body naming the backend and the cause (which the log line names in both cases).
 fn failure(failed: FetchFailure) -> Response<ProxyBody> {
     let FetchFailure { error, page } = failed;
     tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
@@ -339,12 +339,13 @@ impl<'v> Attempts<'v> {
         Request::from_parts(self.head.clone(), empty_body())
     }
 
-    /// The fetch failed for good: `vcl_backend_error` makes the page, when the policy
-    /// defines that sub.
+    /// The fetch failed for good: with a policy, `vcl_backend_error` makes the page (the
+    /// builtin's HTML page unless the policy's own sub returns first), as in Varnish.
     fn fail(&self, error: BackendError) -> FetchFailure {
         let page = self
             .version
-            .policy_defining(Sub::BackendError)
+            .policy
+            .as_ref()
             .map(|program| Box::new(self.vcl_backend_error(program, &error).1));
         FetchFailure { error, page }
     }
