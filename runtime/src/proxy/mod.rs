@@ -6,6 +6,7 @@
 //! statuses; `access_log` writes one event per request.
 
 mod access_log;
+mod attempts;
 mod driver;
 mod fetch;
 mod headers;

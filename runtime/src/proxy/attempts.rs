@@ -1,0 +1,256 @@
+//! One fetch's attempts at the origin: the backend request as `vcl_backend_fetch` leaves it,
+//! the backend the policy's choice picks, the retries (a refused connection sent to another
+//! director member; `return (retry)` from `vcl_backend_error` or `vcl_backend_response`, up to
+//! Varnish's `max_retries`), and the failure page `vcl_backend_error` makes when the fetch fails
+//! for good.
+
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use policy_lang::{Action, BackendId, Program, Sub};
+
+use super::fetch::empty_body;
+use super::synth;
+use super::vcl::BackendSession;
+use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
+use crate::cache::body::ProxyBody;
+use crate::version::Version;
+
+/// A fetch that failed for good.
+pub(super) struct FetchFailure {
+    error: BackendError,
+    /// What `vcl_backend_error` made of it, with a policy.
+    page: Option<Box<Response<ProxyBody>>>,
+}
+
+/// The answer to a failed fetch: `vcl_backend_error`'s page with a policy, else 502/503/504
+/// with a short body naming the backend and the cause (which the log line names in both cases).
+pub(super) fn failure(failed: FetchFailure) -> Response<ProxyBody> {
+    let FetchFailure { error, page } = failed;
+    tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
+    match page {
+        Some(page) => *page,
+        None => synth::backend_failure(&error),
+    }
+}
+
+/// `max_retries` of Varnish: how often `return (retry)` in `vcl_backend_error` or
+/// `vcl_backend_response` may send a fetch again.
+const MAX_RETRIES: i64 = 4;
+
+/// The attempts of one fetch: the backend request, the backend choice, and how often the
+/// request was sent again (`bereq.retries`).
+pub(super) struct Attempts<'v> {
+    version: &'v Version,
+    /// The policy's backend choice (`bereq.backend`), asked again on a retry (a director may
+    /// pick another).
+    hint: Option<BackendId>,
+    /// The backend request's head: `bereq` for `vcl_backend_fetch` and `vcl_backend_error`,
+    /// and what a retry sends again. Without a policy its fields are left empty.
+    head: Parts,
+    /// Whether the request may be sent again: a policy, and an idempotent request without a
+    /// body (so the origin cannot have acted on it twice).
+    repeatable: bool,
+    /// A pass (`bereq.uncacheable`).
+    uncacheable: bool,
+    /// `bereq.retries`: how often the request was sent again.
+    pub retries: i64,
+    /// Whether a refused connection was already sent to another member of the director.
+    rerouted: bool,
+}
+
+impl<'v> Attempts<'v> {
+    /// Starts the fetch of `bereq`, meant for `backend`: `vcl_backend_fetch` runs over it
+    /// (it may edit the request and set `bereq.backend`). Returns the backend to send it to.
+    pub(super) fn start(
+        version: &'v Version,
+        hint: Option<BackendId>,
+        backend: &Backend,
+        bereq: &mut Request<OutgoingBody>,
+        uncacheable: bool,
+    ) -> (Attempts<'v>, Backend) {
+        let mut attempts = Attempts {
+            version,
+            hint,
+            head: Request::new(()).into_parts().0,
+            repeatable: version.policy.is_some() && repeatable(bereq),
+            uncacheable,
+            retries: 0,
+            rerouted: false,
+        };
+        if version.policy.is_none() {
+            return (attempts, backend.clone());
+        }
+        let head = &mut attempts.head;
+        head.method = bereq.method().clone();
+        head.uri = bereq.uri().clone();
+        head.version = bereq.version();
+        head.headers = std::mem::take(bereq.headers_mut());
+        let chose_another = attempts.vcl_backend_fetch(backend.name());
+        *bereq.method_mut() = attempts.head.method.clone();
+        *bereq.uri_mut() = attempts.head.uri.clone();
+        *bereq.headers_mut() = attempts.head.headers.clone();
+        let backend = if chose_another {
+            version.pick(attempts.hint).clone()
+        } else {
+            backend.clone()
+        };
+        (attempts, backend)
+    }
+
+    /// Runs `vcl_backend_fetch` over the request, when the policy defines that sub. Returns
+    /// whether it set `bereq.backend` to another choice (now in `hint`).
+    fn vcl_backend_fetch(&mut self, backend_name: &str) -> bool {
+        let Some(program) = self.version.policy_defining(Sub::BackendFetch) else {
+            return false;
+        };
+        let mut session = BackendSession::new(&mut self.head, backend_name, self.uncacheable);
+        session.backend = self.hint;
+        session.version = Some(self.version);
+        session.retries = self.retries;
+        program.run(Sub::BackendFetch, &mut session);
+        let chosen = session.backend;
+        let changed = chosen != self.hint;
+        self.hint = chosen;
+        changed
+    }
+
+    /// Sends `bereq` to `backend`, and again where a failed fetch may be repeated:
+    /// - once, to another healthy member, when the backend came from a director and could not
+    ///   be connected to (the origin saw nothing), as Varnish retries a fetch;
+    /// - when the policy's `vcl_backend_error` returns `retry` (see [`Attempts::again`]).
+    ///
+    /// Both count towards [`MAX_RETRIES`]. A sick backend is not contacted. `backend` ends as
+    /// the one that answered (or failed last).
+    pub(super) async fn send(
+        &mut self,
+        backend: &mut Backend,
+        mut bereq: Request<OutgoingBody>,
+    ) -> Result<Response<TimedBody>, FetchFailure> {
+        let version = self.version;
+        let from_director = self
+            .hint
+            .is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
+        let on_error = version.policy_defining(Sub::BackendError);
+        loop {
+            let error = if backend.healthy() {
+                match backend.send(bereq).await {
+                    Ok(response) => return Ok(response),
+                    Err(error) => error,
+                }
+            } else {
+                // As Varnish: a backend its probe calls sick is not contacted; the fetch fails
+                // at once (503, or the stale object in grace).
+                BackendError::new(
+                    backend,
+                    Stage::Connect,
+                    FailureKind::Down,
+                    "sick: its health probe is failing",
+                )
+            };
+            if !self.repeatable || self.retries >= MAX_RETRIES {
+                return Err(self.fail(error));
+            }
+            let unreached = from_director && !self.rerouted && error.stage == Stage::Connect;
+            let other = unreached
+                .then(|| version.pick_other(self.hint, version.backend_id(backend)))
+                .flatten();
+            bereq = match (other, on_error) {
+                (Some(other), _) => {
+                    tracing::warn!(retry_on = other.name(), "{error}; retrying on another member");
+                    self.rerouted = true;
+                    self.retries += 1;
+                    *backend = other.clone();
+                    Request::from_parts(self.head.clone(), empty_body())
+                }
+                (None, Some(program)) => {
+                    let (action, page) = self.vcl_backend_error(program, &error);
+                    if action != Action::Retry {
+                        return Err(FetchFailure {
+                            error,
+                            page: Some(Box::new(page)),
+                        });
+                    }
+                    tracing::warn!(retries = self.retries, "{error}; vcl_backend_error: retry");
+                    self.again(backend)
+                }
+                (None, None) => return Err(self.fail(error)),
+            };
+        }
+    }
+
+    /// `return (retry)` from `vcl_backend_response`: the request to send next (see
+    /// [`Attempts::again`]). The fetch fails (`vcl_backend_error`, 503, or the stale object in
+    /// grace), as in Varnish, when `max_retries` is spent or the request may not be sent
+    /// twice.
+    pub(super) fn retry(&mut self, backend: &mut Backend) -> Result<Request<OutgoingBody>, FetchFailure> {
+        let refusal = if !self.repeatable {
+            "vcl_backend_response returned retry, but this request may not be sent twice"
+        } else if self.retries >= MAX_RETRIES {
+            "vcl_backend_response returned retry: too many retries (max_retries is 4)"
+        } else {
+            tracing::debug!(retries = self.retries, "vcl_backend_response: retry");
+            return Ok(self.again(backend));
+        };
+        Err(self.fail(BackendError::new(
+            backend,
+            Stage::FirstByte,
+            FailureKind::Down,
+            refusal,
+        )))
+    }
+
+    /// The request of a policy's `retry`: `vcl_backend_fetch` runs again over the backend
+    /// request (its edits stay, as in Varnish; `bereq.retries` tells which attempt this is,
+    /// and it may set `bereq.backend`), then `backend` becomes the one the choice picks now.
+    fn again(&mut self, backend: &mut Backend) -> Request<OutgoingBody> {
+        self.retries += 1;
+        self.vcl_backend_fetch(backend.name());
+        *backend = self.version.pick(self.hint).clone();
+        Request::from_parts(self.head.clone(), empty_body())
+    }
+
+    /// The fetch failed for good: with a policy, `vcl_backend_error` makes the page (the
+    /// builtin's HTML page unless the policy's own sub returns first), as in Varnish.
+    pub(super) fn fail(&self, error: BackendError) -> FetchFailure {
+        let page = self
+            .version
+            .policy
+            .as_ref()
+            .map(|program| Box::new(self.vcl_backend_error(program, &error).1));
+        FetchFailure { error, page }
+    }
+
+    /// Runs `vcl_backend_error` for `error`: its action, and what the client gets unless that
+    /// action is a retry that is still allowed.
+    fn vcl_backend_error(&self, program: &Program, error: &BackendError) -> (Action, Response<ProxyBody>) {
+        let mut beresp = synth::backend_failure(error).into_parts().0;
+        beresp.headers.clear();
+        let mut bereq = self.head.clone();
+        let mut session = BackendSession::new(&mut bereq, &error.backend, true);
+        session.version = Some(self.version);
+        session.backend = self.hint;
+        session.retries = self.retries;
+        session.beresp = Some(&mut beresp);
+        let action = program.run(Sub::BackendError, &mut session);
+        let body = session.synthetic.take().unwrap_or_default();
+        let page = match action {
+            // As Varnish: a retry past `max_retries`, `abandon` or `fail` fail the fetch.
+            Action::Retry => synth::plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "vcl_backend_error returned retry, but the fetch may not be sent again (max_retries \
+                 is 4; a request with a body is sent once)",
+            ),
+            Action::Abandon | Action::Fail { .. } => synth::plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the policy abandoned the fetch in vcl_backend_error",
+            ),
+            _ => Response::from_parts(beresp, ProxyBody::full(body)),
+        };
+        (action, page)
+    }
+}
+
+/// An idempotent request without a body (RFC 9110 §9.2.2): sending it twice is harmless.
+fn repeatable(bereq: &Request<OutgoingBody>) -> bool {
+    bereq.method().is_idempotent() && http_body::Body::size_hint(bereq.body()).exact() == Some(0)
+}
