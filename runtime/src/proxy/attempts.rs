@@ -53,7 +53,7 @@ pub(super) struct Attempts<'v> {
     /// A pass (`bereq.uncacheable`).
     uncacheable: bool,
     /// `bereq.retries`: how often the request was sent again.
-    pub retries: i64,
+    pub(super) retries: i64,
     /// Whether a refused connection was already sent to another member of the director.
     rerouted: bool,
 }
