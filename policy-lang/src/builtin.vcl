@@ -74,7 +74,11 @@ sub vcl_req_cookie {
 }
 
 sub vcl_pass {
+    call vcl_builtin_pass;
     return (fetch);
+}
+
+sub vcl_builtin_pass {
 }
 
 sub vcl_hash {
@@ -92,19 +96,35 @@ sub vcl_builtin_hash {
 }
 
 sub vcl_purge {
+    call vcl_builtin_purge;
     return (synth(200, "Purged"));
 }
 
+sub vcl_builtin_purge {
+}
+
 sub vcl_hit {
+    call vcl_builtin_hit;
     return (deliver);
+}
+
+sub vcl_builtin_hit {
 }
 
 sub vcl_miss {
+    call vcl_builtin_miss;
     return (fetch);
 }
 
+sub vcl_builtin_miss {
+}
+
 sub vcl_deliver {
+    call vcl_builtin_deliver;
     return (deliver);
+}
+
+sub vcl_builtin_deliver {
 }
 
 # We can come here "invisibly" with the following errors: 500 & 503
@@ -137,10 +157,14 @@ sub vcl_builtin_synth {
 # Backend Fetch
 
 sub vcl_backend_fetch {
+    call vcl_builtin_backend_fetch;
+    return (fetch);
+}
+
+sub vcl_builtin_backend_fetch {
     if (bereq.method == "GET") {
         unset bereq.body;
     }
-    return (fetch);
 }
 
 sub vcl_backend_response {
@@ -227,9 +251,17 @@ sub vcl_builtin_backend_error {
 # Housekeeping
 
 sub vcl_init {
+    call vcl_builtin_init;
     return (ok);
 }
 
+sub vcl_builtin_init {
+}
+
 sub vcl_fini {
+    call vcl_builtin_fini;
     return (ok);
+}
+
+sub vcl_builtin_fini {
 }

@@ -203,3 +203,49 @@ fn default_vcl_behaves_like_no_policy() {
         assert_eq!(a, b, "{sub:?} differs");
     }
 }
+
+#[test]
+fn every_varnish_7_builtin_hook_can_be_called() {
+    // Varnish 7 splits each builtin sub into `vcl_X` calling `vcl_builtin_X`; VCL written in
+    // that style calls the hooks from its own subs.
+    let src = r#"vcl 4.1;
+backend default { .host = "127.0.0.1"; .port = "8080"; }
+sub vcl_init { call vcl_builtin_init; }
+sub vcl_recv { call vcl_builtin_recv; }
+sub vcl_hash { call vcl_builtin_hash; }
+sub vcl_pass { call vcl_builtin_pass; }
+sub vcl_purge { call vcl_builtin_purge; }
+sub vcl_hit { call vcl_builtin_hit; }
+sub vcl_miss { call vcl_builtin_miss; }
+sub vcl_deliver { call vcl_builtin_deliver; set resp.http.X-Served = "1"; }
+sub vcl_synth { call vcl_builtin_synth; }
+sub vcl_backend_fetch { call vcl_builtin_backend_fetch; }
+sub vcl_backend_response { call vcl_builtin_backend_response; }
+sub vcl_backend_error { call vcl_builtin_backend_error; }
+sub vcl_fini { call vcl_builtin_fini; }
+"#;
+    let program = load_str("varnish7.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut ctx = TestContext::request("GET", "/");
+    assert_eq!(program.run(Sub::Deliver, &mut ctx), policy_lang::Action::Deliver);
+}
+
+#[test]
+fn varnish_constructs_that_would_misbehave_here_are_flagged() {
+    let base = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }\n";
+    // `std.port` would always be 0: the usual HTTPS redirect would loop.
+    let port = load_str(
+        "port.vcl",
+        &format!("{base}sub vcl_recv {{ if (std.port(server.ip) != 443) {{ return (synth(750)); }} }}"),
+    )
+    .map(|_| String::new())
+    .unwrap_or_else(|d| d.render());
+    assert!(port.contains("X-Forwarded-Proto"), "{port}");
+    // ESI is not processed: a warning, the policy still loads.
+    let esi = load_str(
+        "esi.vcl",
+        &format!("{base}sub vcl_backend_response {{ set beresp.do_esi = true; }}"),
+    )
+    .unwrap_or_else(|d| panic!("{}", d.render()));
+    let warnings = esi.warnings().map(|w| w.render()).unwrap_or_default();
+    assert!(warnings.contains("`beresp.do_esi` has no effect"), "{warnings}");
+}

@@ -226,6 +226,18 @@ fn acl_purge_and_ban() {
 }
 
 #[test]
+fn acl_masks_may_be_written_inside_the_quotes() {
+    let p = program(&format!(
+        "{EMPTY}acl internal {{ \"172.16.0.0/12\"; \"2001:db8::/32\"; }}\n\
+         sub vcl_recv {{ if (client.ip ~ internal) {{ return (pass); }} }}"
+    ));
+    for (ip, inside) in [("172.20.1.1", true), ("172.32.0.1", false), ("2001:db8::7", true)] {
+        let mut c = TestContext::request("GET", "/").var(Var::ClientIp, Value::Ip(ip.parse().unwrap()));
+        assert_eq!(p.run(Sub::Recv, &mut c) == Action::Pass, inside, "{ip}");
+    }
+}
+
+#[test]
 fn restart_and_custom_subs() {
     let p = program(&format!(
         "{EMPTY}sub vcl_deliver {{ call check_status; set resp.http.X-Hits = obj.hits; }}\n\

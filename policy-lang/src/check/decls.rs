@@ -288,10 +288,15 @@ fn split_host_port(h: &str) -> (&str, Option<&str>) {
 pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
     let mut rules = Vec::new();
     for e in &d.entries {
-        let addrs: Vec<IpAddr> = if e.addr.eq_ignore_ascii_case("localhost") {
+        // Varnish also takes the mask inside the quotes: "10.0.0.0/8".
+        let (addr, mask) = match e.addr.split_once('/').map(|(a, m)| (a, m.parse::<u32>())) {
+            Some((addr, Ok(mask))) => (addr, Some((mask, e.addr_span))),
+            _ => (e.addr.as_str(), e.mask),
+        };
+        let addrs: Vec<IpAddr> = if addr.eq_ignore_ascii_case("localhost") {
             vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)]
         } else {
-            match e.addr.parse::<IpAddr>() {
+            match addr.parse::<IpAddr>() {
                 Ok(ip) => vec![ip],
                 Err(_) => {
                     let d = if e.optional {
@@ -304,6 +309,14 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
                             ),
                         )
                         .label("not an IP address")
+                    } else if addr.contains(':') {
+                        Diagnostic::new(
+                            Code::BadDeclaration,
+                            e.addr_span,
+                            format!("ACL entry `{}` is not a valid IPv6 address", e.addr),
+                        )
+                        .label("expected e.g. \"2001:db8::\"/32 or \"::1\"")
+                        .hint("check the groups: at most eight, each of at most four hex digits, `::` once")
                     } else {
                         Diagnostic::new(
                             Code::BadDeclaration,
@@ -320,7 +333,7 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
         };
         for ip in addrs {
             let max = if ip.is_ipv4() { 32 } else { 128 };
-            let prefix = match e.mask {
+            let prefix = match mask {
                 Some((m, span)) if m > max => {
                     sink.push(
                         Diagnostic::new(Code::BadDeclaration, span, format!("mask /{m} is too long"))
@@ -328,7 +341,7 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
                     );
                     max
                 }
-                Some((m, _)) if ip.is_ipv4() || e.addr.eq_ignore_ascii_case("localhost") => m.min(max),
+                Some((m, _)) if ip.is_ipv4() || addr.eq_ignore_ascii_case("localhost") => m.min(max),
                 Some((m, _)) => m,
                 None => max,
             };

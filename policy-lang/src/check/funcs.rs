@@ -100,12 +100,6 @@ pub(crate) const VALUE_FUNCS: &[Sig] = &[
         ret: Ty::Str,
     },
     Sig {
-        name: "std.port",
-        func: Func::Port,
-        params: &[p("ip", Ty::Ip)],
-        ret: Ty::Int,
-    },
-    Sig {
         name: "std.random",
         func: Func::Random,
         params: &[p("lo", Ty::Real), p("hi", Ty::Real)],
@@ -150,6 +144,12 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
         }
         "std.getenv" => "edgecache policies cannot read the environment",
         "std.cache_req_body" => "request body caching is not supported yet",
+        // Returning a constant would silently break the common `std.port(server.ip) != 443`
+        // redirect (every request would be redirected, HTTPS ones included).
+        "std.port" => {
+            "IP values carry no port in edgecache; to tell HTTPS from HTTP, test a header your TLS \
+             terminator sets, e.g. `req.http.X-Forwarded-Proto != \"https\"`"
+        }
         "std.rollback" | "std.late_100_continue" | "std.set_ip_tos" | "std.syntax"
         | "std.timed_call" | "std.fnmatch" | "std.strftime" | "std.ban_error"
         | "std.real2integer" | "std.real2time" | "std.time2integer" | "std.time2real" => {

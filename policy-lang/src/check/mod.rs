@@ -174,30 +174,40 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                 Decl::Version { version, span } => {
                     if version != "4.0" && version != "4.1" {
                         sink.push(
-                            Diagnostic::new(Code::Unsupported, *span, format!("VCL version {version} is not supported"))
-                                .label("unsupported version")
-                                .hint("edgecache reads VCL 4.0 and 4.1: `vcl 4.1;`"),
+                            Diagnostic::new(
+                                Code::Unsupported,
+                                *span,
+                                format!("VCL version {version} is not supported"),
+                            )
+                            .label("unsupported version")
+                            .hint("edgecache reads VCL 4.0 and 4.1: `vcl 4.1;`"),
                         );
                     }
                 }
-                Decl::Import { name } => match name.name.as_str() {
-                    "std" | "directors" => {
-                        if !syms.imports.contains(&name.name) {
-                            syms.imports.push(name.name.clone());
-                        }
+                Decl::Import { name } => {
+                    if !matches!(name.name.as_str(), "std" | "directors") {
+                        sink.push(
+                            Diagnostic::new(Code::Unsupported, name.span, format!("vmod `{}` is not available in edgecache", name.name))
+                                .label("unknown vmod")
+                                .hint("edgecache provides `std` and `directors`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
+                        );
                     }
-                    other => sink.push(
-                        Diagnostic::new(Code::Unsupported, name.span, format!("vmod `{other}` is not available in edgecache"))
-                            .label("unknown vmod")
-                            .hint("edgecache provides `std` and `directors`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
-                    ),
-                },
+                    // Unavailable ones too, so that their functions are reported as theirs.
+                    if !syms.imports.contains(&name.name) {
+                        syms.imports.push(name.name.clone());
+                    }
+                }
                 Decl::Include { span, .. } => {
                     // Resolved by the loader before checking; reaching here means it was skipped.
                     let _ = span;
                 }
                 Decl::Backend(b) => {
-                    if syms.define(sink, &b.name.name, b.name.span, SymKind::Backend(backend_defs.len())) {
+                    if syms.define(
+                        sink,
+                        &b.name.name,
+                        b.name.span,
+                        SymKind::Backend(backend_defs.len()),
+                    ) {
                         backend_defs.push(b);
                     }
                 }
@@ -222,29 +232,45 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                     let method = Sub::from_name(name);
                     if name == "vcl_pipe" {
                         sink.push(
-                            Diagnostic::new(Code::NoEffect, s.name.span, "`vcl_pipe` never runs: edgecache does not support pipe mode")
-                                .label("ignored")
-                                .hint("requests that Varnish would pipe are passed (`return (pass)`) or refused"),
+                            Diagnostic::new(
+                                Code::NoEffect,
+                                s.name.span,
+                                "`vcl_pipe` never runs: edgecache does not support pipe mode",
+                            )
+                            .label("ignored")
+                            .hint("requests that Varnish would pipe are passed (`return (pass)`) or refused"),
                         );
                         continue;
                     }
                     if method.is_none() && name.starts_with("vcl_") && !builtin {
                         if let Some(note) = legacy_sub(name) {
                             sink.push(
-                                Diagnostic::new(Code::UnknownMethod, s.name.span, format!("unknown built-in sub `{name}`"))
-                                    .label("not a VCL 4 sub")
-                                    .hint(note),
+                                Diagnostic::new(
+                                    Code::UnknownMethod,
+                                    s.name.span,
+                                    format!("unknown built-in sub `{name}`"),
+                                )
+                                .label("not a VCL 4 sub")
+                                .hint(note),
                             );
                             continue;
                         }
                         if !builtin_subs.contains(&name) {
                             let hint = did_you_mean(name, Sub::ALL.iter().map(|s| s.name()))
-                                .map(|s| format!("did you mean `{s}`? (names starting with `vcl_` are reserved)"))
-                                .unwrap_or_else(|| "names starting with `vcl_` are reserved for built-in subs".into());
+                                .map(|s| {
+                                    format!("did you mean `{s}`? (names starting with `vcl_` are reserved)")
+                                })
+                                .unwrap_or_else(|| {
+                                    "names starting with `vcl_` are reserved for built-in subs".into()
+                                });
                             sink.push(
-                                Diagnostic::new(Code::UnknownMethod, s.name.span, format!("unknown built-in sub `{name}`"))
-                                    .label("reserved name")
-                                    .hint(hint),
+                                Diagnostic::new(
+                                    Code::UnknownMethod,
+                                    s.name.span,
+                                    format!("unknown built-in sub `{name}`"),
+                                )
+                                .label("reserved name")
+                                .hint(hint),
                             );
                             continue;
                         }
@@ -263,7 +289,9 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                                     format!("`{name}` is a builtin sub and cannot be redefined"),
                                 )
                                 .label("redefines a builtin helper")
-                                .hint(format!("rename your sub, or `call {name};` to use the builtin one")),
+                                .hint(format!(
+                                    "rename your sub, or `call {name};` to use the builtin one"
+                                )),
                             );
                         }
                         _ => {

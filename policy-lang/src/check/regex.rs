@@ -6,8 +6,9 @@ use regex::{Regex, RegexBuilder};
 
 use crate::diagnostics::{Code, Diagnostic, Span};
 
-/// Compiled-size cap: keeps pathological patterns from slowing loads.
-const SIZE_LIMIT: usize = 1 << 20;
+/// Compiled-size cap: keeps pathological patterns from slowing loads. Unicode classes repeated
+/// with a count (`\w{23,}`, seen in real VCL) need a few MiB.
+const SIZE_LIMIT: usize = 16 << 20;
 
 pub(crate) fn compile(pattern: &str, span: Span) -> Result<Regex, Diagnostic> {
     if let Some((what, hint)) = pcre_only_feature(pattern) {
@@ -33,9 +34,15 @@ pub(crate) fn compile(pattern: &str, span: Span) -> Result<Regex, Diagnostic> {
                 regex::Error::CompiledTooBig(_) => "pattern is too large".to_string(),
                 other => other.to_string(),
             };
+            let hint = if matches!(e, regex::Error::CompiledTooBig(_)) {
+                "classes such as `\\w`, `\\d` and `\\s` are Unicode-aware here and grow large when \
+                 repeated; PCRE's (and Varnish's) are ASCII: write `(?-u:\\w)` or `[A-Za-z0-9_]`"
+            } else {
+                "VCL regexes use PCRE syntax; edgecache compiles them with Rust's `regex` crate (https://docs.rs/regex)"
+            };
             Diagnostic::new(Code::BadRegex, span, "regex does not compile")
                 .label(detail)
-                .hint("VCL regexes use PCRE syntax; edgecache compiles them with Rust's `regex` crate (https://docs.rs/regex)")
+                .hint(hint)
         })
 }
 
@@ -168,5 +175,14 @@ mod tests {
         assert!(pcre_only_feature(r"(a)\1").is_some());
         assert!(pcre_only_feature(r"[\1]").is_none());
         assert!(pcre_only_feature(r"^/(?i)foo\.(jpg|png)$").is_none());
+    }
+
+    #[test]
+    fn counted_unicode_classes_from_real_vcl_compile() {
+        let span = Span::default();
+        assert!(compile(r"^\w{23,}\b", span).is_ok());
+        let too_big = compile(r"\w{2000}\w{2000}\w{2000}", span).unwrap_err();
+        let hint = too_big.hint.unwrap_or_default();
+        assert!(hint.contains("(?-u:\\w)"), "{hint}");
     }
 }

@@ -320,6 +320,17 @@ impl<'a> Lowerer<'a> {
                     .filter(|_| matches!(v, Var::RespBody | Var::BerespBody))
             }
             VarRef::Var(v) => {
+                if v == Var::BerespDoEsi && !matches!(rhs, Expr::Const(Value::Bool(false))) {
+                    self.sink.push(
+                        Diagnostic::new(
+                            Code::NoEffect,
+                            target.span,
+                            "`beresp.do_esi` has no effect: edgecache does not process ESI",
+                        )
+                        .label("`<esi:include>` tags reach clients as they are")
+                        .hint("assemble the page at the origin, or cache the fragments as separate URLs the page loads"),
+                    );
+                }
                 let want = Ty::of(vty);
                 let rhs = match (op, want) {
                     (AssignOp::Set, Ty::Str) => self.stringify(rhs, rty, value.span)?,
@@ -476,6 +487,21 @@ impl<'a> Lowerer<'a> {
             );
             return None;
         };
+        // Arguments first: `pass(DURATION)` is refused for what it is wherever it appears.
+        let takes_args = matches!(name, "synth" | "error" | "fail");
+        if !takes_args && a.args.is_some() {
+            let hint = if name == "pass" {
+                "`return (pass(DURATION))` (hit-for-pass) is not supported yet; set `beresp.uncacheable = true;` and `beresp.ttl` instead"
+            } else {
+                "this action takes no arguments"
+            };
+            self.sink.push(
+                Diagnostic::new(Code::BadArguments, a.span, format!("`{name}` takes no arguments"))
+                    .label("unexpected arguments")
+                    .hint(hint),
+            );
+            return None;
+        }
         // Legal in every sub this body runs in?
         let bad = self.cx.mask & !allowed;
         if bad != 0 {
@@ -515,20 +541,6 @@ impl<'a> Lowerer<'a> {
                 )
             });
             self.sink.push(d.hint(hint));
-            return None;
-        }
-        let takes_args = matches!(name, "synth" | "error" | "fail");
-        if !takes_args && a.args.is_some() {
-            let hint = if name == "pass" {
-                "`return (pass(DURATION))` (hit-for-pass) is not supported yet; set `beresp.uncacheable = true;` and `beresp.ttl` instead"
-            } else {
-                "this action takes no arguments"
-            };
-            self.sink.push(
-                Diagnostic::new(Code::BadArguments, a.span, format!("`{name}` takes no arguments"))
-                    .label("unexpected arguments")
-                    .hint(hint),
-            );
             return None;
         }
         let action = match name {
@@ -1508,8 +1520,17 @@ impl<'a> Lowerer<'a> {
         let hint = did_you_mean(name, funcs::all_names()).map(|s| format!("did you mean `{s}`?"));
         let hint = hint.or_else(|| {
             let vmod = name.split('.').next().unwrap_or("");
-            (name.contains('.') && !["std", "directors"].contains(&vmod))
-                .then(|| format!("vmod `{vmod}` is not available in edgecache"))
+            let imported = self.syms.imports.iter().any(|i| i == vmod);
+            (name.contains('.') && !["std", "directors"].contains(&vmod)).then(|| {
+                if imported {
+                    format!("vmod `{vmod}` is not available in edgecache")
+                } else {
+                    format!(
+                        "`{vmod}` is neither an imported vmod nor an object made with `new` in \
+                         `vcl_init` (a `new` that failed is reported on its own line)"
+                    )
+                }
+            })
         });
         self.sink.push(
             Diagnostic::new(

@@ -139,6 +139,15 @@ pub(crate) fn known_unsupported(name: &str) -> Option<&'static str> {
         "obj.lastuse" => "`obj.lastuse` is Varnish 3",
         "req.backend" => "`req.backend` is Varnish 3; use `req.backend_hint`",
         "req.grace.ttl" => "not a VCL variable",
+        "bereq.is_bgfetch" => {
+            "edgecache does not tell background refreshes apart in VCL yet; `beresp.grace` and \
+             `beresp.ttl` set in `vcl_backend_response` apply to both kinds of fetch"
+        }
+        "req.is_hitmiss" | "req.is_hitpass" => {
+            "edgecache does not expose hit-for-miss / hit-for-pass state to VCL; `vcl_pass` and \
+             `vcl_miss` run for those requests as for others"
+        }
+        "local.socket" | "local.endpoint" => "edgecache's listeners are not named in VCL; use `server.ip`",
         _ if n.starts_with("req_top.") => "ESI (`req_top.*`) is not supported by edgecache",
         _ if n.starts_with("sess.") => "`sess.*` timeouts are not supported by edgecache",
         _ if n.starts_with("storage.") => "`storage.*` is not supported by edgecache",

@@ -68,7 +68,6 @@ pub(crate) enum Func {
     Healthy,
     Querysort,
     Strstr,
-    Port,
     Random,
     Now,
     Round,

@@ -81,7 +81,6 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
                 None => Value::Unset,
             }
         }
-        Func::Port => Value::Int(0),
         Func::Random => {
             let lo = arg(0).as_real().unwrap_or(0.0);
             let hi = arg(1).as_real().unwrap_or(1.0);
