@@ -219,3 +219,38 @@ async fn uncached_responses_are_transparent() {
     );
     assert_eq!(seen[1].header("accept"), Some("application/json"));
 }
+
+/// One request on a fresh raw connection; the response's status.
+async fn raw_status(addr: std::net::SocketAddr, request: &str) -> u16 {
+    let mut conn = RawConn::connect(addr).await;
+    conn.send(request).await;
+    conn.response(false).await.status
+}
+
+#[tokio::test]
+async fn requests_with_an_ambiguous_or_missing_host_are_refused() {
+    let origin = Origin::fixed(OriginReply::ok("page").cache_control("max-age=60")).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    // Two Host fields would let a response be stored under one host and fetched for another.
+    let two = "GET /x HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n";
+    assert_eq!(raw_status(addr, two).await, 400);
+    assert_eq!(raw_status(addr, "GET /x HTTP/1.1\r\n\r\n").await, 400);
+    assert_eq!(
+        raw_status(addr, "GET /x HTTP/1.1\r\nHost: a b/c@d\r\n\r\n").await,
+        400
+    );
+    assert_eq!(origin.requests(), 0, "none of them reached the origin");
+    // HTTP/1.0 may omit Host.
+    assert_eq!(raw_status(addr, "GET /x HTTP/1.0\r\n\r\n").await, 200);
+
+    // With a policy, several Host fields are refused as well (as Varnish does); a missing Host
+    // is for the builtin vcl_recv to judge, after the policy's own vcl_recv.
+    let path = support::write_policy(
+        "host",
+        "vcl 4.1;\nsub vcl_recv { if (!req.http.host) { set req.http.host = \"default.test\"; } }\n",
+    );
+    let (_proxy, addr) = start_proxy(origin.addr, |config| config.policy = Some(path)).await;
+    assert_eq!(raw_status(addr, two).await, 400);
+    assert_eq!(raw_status(addr, "GET /y HTTP/1.1\r\n\r\n").await, 200);
+    assert_eq!(origin.last().header("host"), Some("default.test"));
+}

@@ -166,3 +166,18 @@ async fn http1_and_h2_share_the_cache() {
     assert_eq!(h2.get("/both", &[]).await.cache(), "HIT");
     assert_eq!(origin.requests(), 1);
 }
+
+#[tokio::test]
+async fn a_client_that_half_closes_after_its_request_still_gets_the_response() {
+    let origin = cacheable_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    for expected in ["MISS", "HIT"] {
+        let mut conn = RawConn::connect(addr).await;
+        conn.send("GET /half HTTP/1.1\r\nHost: edgecache.test\r\n\r\n")
+            .await;
+        conn.finish_sending().await;
+        let response = conn.response(false).await;
+        assert_eq!(response.status, 200);
+        assert_eq!(response.cache(), expected);
+    }
+}

@@ -92,6 +92,7 @@ pub fn load(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnosti
             let id = sm.add(name.clone(), text);
             let mut stack = vec![name];
             expand(id, &mut sm, &mut sink, Some(loader), &mut stack, &mut decls);
+            require_version_line(id, &decls, &mut sink);
         }
         Err(e) => {
             let id = sm.add(entry.to_string(), "");
@@ -116,7 +117,25 @@ pub fn load_str(name: &str, text: &str) -> Result<Program, Diagnostics> {
     let id = sm.add(name, text);
     let mut stack = vec![name.to_string()];
     expand(id, &mut sm, &mut sink, None, &mut stack, &mut decls);
+    require_version_line(id, &decls, &mut sink);
     finish(sm, sink, decls)
+}
+
+/// As Varnish: the policy file starts with its version line (an empty or truncated file is
+/// refused rather than loaded as "no policy"). Included files need none.
+fn require_version_line(entry: FileId, decls: &[ast::Decl], sink: &mut Sink) {
+    if sink.has_errors() || matches!(decls.first(), Some(ast::Decl::Version { .. })) {
+        return;
+    }
+    sink.push(
+        Diagnostic::new(
+            Code::Syntax,
+            Span::new(entry, 0, 0),
+            "the policy does not start with `vcl 4.1;`",
+        )
+        .label("version line expected first")
+        .hint("start the file with `vcl 4.1;` (or `vcl 4.0;`), as Varnish requires"),
+    );
 }
 
 /// Parses file `id`, splicing included files in place of their `include`.

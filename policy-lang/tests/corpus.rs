@@ -249,3 +249,70 @@ fn varnish_constructs_that_would_misbehave_here_are_flagged() {
     let warnings = esi.warnings().map(|w| w.render()).unwrap_or_default();
     assert!(warnings.contains("`beresp.do_esi` has no effect"), "{warnings}");
 }
+
+#[test]
+fn expression_chains_and_call_chains_are_bounded() {
+    // The passes recurse once per operand: with a debug build's frames this needs more than a
+    // test thread's 2 MiB (edgecache's own threads have 8 MiB, and release frames are smaller).
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(chains_near_the_limits)
+        .expect("spawn")
+        .join()
+        .expect("no panic");
+}
+
+fn chains_near_the_limits() {
+    let base = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }\n";
+    let chain = |terms: usize| {
+        let tests: Vec<String> = (0..terms).map(|i| format!("req.url == \"/{i}\"")).collect();
+        format!(
+            "{base}sub vcl_recv {{ if ({}) {{ return (pass); }} }}",
+            tests.join(" || ")
+        )
+    };
+    let render = |src: &str| {
+        load_str("limits.vcl", src)
+            .map(|_| String::new())
+            .unwrap_or_else(|d| d.render())
+    };
+    assert_eq!(render(&chain(450)), "");
+    assert!(render(&chain(600)).contains("600 operands in one chain"));
+
+    let calls = |depth: usize| {
+        let subs: String = (0..depth)
+            .map(|i| format!("sub s{i} {{ call s{}; }}\n", i + 1))
+            .collect();
+        format!("{base}{subs}sub s{depth} {{ }}\nsub vcl_recv {{ call s0; }}")
+    };
+    assert_eq!(render(&calls(150)), "");
+    assert!(
+        render(&calls(5000)).contains("calls nest"),
+        "{}",
+        render(&calls(300))
+    );
+}
+
+#[test]
+fn times_past_year_9999_print_as_the_last_http_date() {
+    let src = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }\n\
+               sub vcl_recv { set req.http.X-Far = now + 999999999999y; }";
+    let program = load_str("far.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut ctx = TestContext::request("GET", "/").var(Var::Now, Value::Time(1.7e9));
+    program.run(Sub::Recv, &mut ctx);
+    assert_eq!(
+        ctx.get_header(Scope::Req, "x-far").as_deref(),
+        Some("Fri, 31 Dec 9999 23:59:59 GMT")
+    );
+}
+
+#[test]
+fn a_policy_without_its_version_line_is_refused() {
+    for text in ["", "sub vcl_recv { return (pass); }\n"] {
+        let diagnostics = load_str("truncated.vcl", text).map(|_| ()).expect_err("refused");
+        assert!(
+            diagnostics.render().contains("does not start with `vcl 4.1;`"),
+            "{text:?}"
+        );
+    }
+}

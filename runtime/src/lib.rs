@@ -237,6 +237,9 @@ fn build_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, Star
     if let Some(threads) = threads {
         builder.worker_threads(threads);
     }
+    // Policies are checked and compiled by recursive passes: a reload (on a blocking thread)
+    // gets the main thread's stack, so what loads at start loads on reload too.
+    builder.thread_stack_size(8 << 20);
     builder.enable_all().build().map_err(StartError::Runtime)
 }
 

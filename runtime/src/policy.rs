@@ -10,14 +10,32 @@ use crate::plugin::{Isolation, LoadError, Plugin, PluginHost, PluginSpec};
 /// Reads the entry file and its `include`s, each relative to the file that includes it.
 struct FileLoader;
 
+/// A policy file larger than this is a mistake (a log, a device, a disk image), not a policy.
+const MAX_POLICY_FILE: u64 = 16 << 20;
+
 impl SourceLoader for FileLoader {
     fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String> {
         let base = from
             .and_then(|file| Path::new(file).parent())
             .unwrap_or(Path::new(""));
         let full: PathBuf = base.join(path);
-        let text = std::fs::read_to_string(&full)
-            .map_err(|error| format!("cannot read {}: {error}", full.display()))?;
+        // Checked before opening: opening a FIFO would wait for a writer, and a device such
+        // as /dev/zero never ends.
+        let metadata = std::fs::metadata(&full).map_err(|error| error.to_string())?;
+        if !metadata.is_file() {
+            return Err("not a regular file".to_string());
+        }
+        if metadata.len() > MAX_POLICY_FILE {
+            return Err(format!(
+                "{} bytes; a policy file may have at most {} MiB",
+                metadata.len(),
+                MAX_POLICY_FILE >> 20
+            ));
+        }
+        let text = std::fs::read_to_string(&full).map_err(|error| match error.kind() {
+            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+            _ => error.to_string(),
+        })?;
         Ok((full.display().to_string(), text))
     }
 }

@@ -697,6 +697,11 @@ impl RawConn {
             .expect("write request");
     }
 
+    /// Shuts down the sending side (a half-close), as `nc -N` does after its input.
+    pub async fn finish_sending(&mut self) {
+        self.stream.shutdown().await.expect("shut down the write side");
+    }
+
     /// Reads one response (`Content-Length`, chunked, or delimited by close). `head_request`:
     /// the response has no body whatever its headers say.
     pub async fn response(&mut self, head_request: bool) -> RawResponse {

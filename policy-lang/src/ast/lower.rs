@@ -36,6 +36,10 @@ pub(crate) fn parse_file(file: FileId, text: &str, sink: &mut Sink) -> Option<Mo
 /// Bound on bracket nesting, so recursive passes cannot exhaust the stack.
 const MAX_DEPTH: usize = 256;
 
+/// Bound on the operands of one operator chain (`a || b || ...`) and on repeated `!`: each
+/// adds a level to the expression tree that later passes walk recursively.
+const MAX_OPERANDS: usize = 500;
+
 fn too_deep(text: &str) -> Option<usize> {
     let mut depth = 0usize;
     for (i, b) in text.bytes().enumerate() {
@@ -549,6 +553,20 @@ impl Lower<'_> {
 
     /// Left-associative chain: `a op b op c`.
     fn chain(&mut self, p: Pair<'_, Rule>) -> Expr {
+        let operands = p.clone().into_inner().count().div_ceil(2);
+        if operands > MAX_OPERANDS {
+            let span = self.span(&p);
+            self.sink.push(
+                Diagnostic::new(
+                    Code::Syntax,
+                    span,
+                    format!("expression with {operands} operands in one chain"),
+                )
+                .label(format!("at most {MAX_OPERANDS}"))
+                .hint("test many values at once with a regex (`req.url ~ \"^/(a|b|c)$\"`) or an ACL, or split the condition over several `if`s"),
+            );
+            return bad(span);
+        }
         let mut inner = p.into_inner();
         let first = match inner.next() {
             Some(f) => f,
@@ -616,6 +634,14 @@ impl Lower<'_> {
                         Rule::not_op => nots.push(self.span(&q)),
                         _ => inner = Some(self.expr(q)),
                     }
+                }
+                if nots.len() > MAX_OPERANDS {
+                    self.sink.push(
+                        Diagnostic::new(Code::Syntax, span, format!("{} `!` in a row", nots.len()))
+                            .label(format!("at most {MAX_OPERANDS}"))
+                            .hint("two `!` cancel out: keep one or none"),
+                    );
+                    return bad(span);
                 }
                 let mut e = match inner {
                     Some(e) => e,

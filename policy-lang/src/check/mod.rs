@@ -383,42 +383,68 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
             });
         }
     }
-    // Recursion: DFS with colours; a back edge is reported and dropped.
-    let mut color = vec![0u8; n];
+    // Recursion (a back edge: reported and dropped) and call depth (the evaluator recurses once
+    // per `call`), in one iterative DFS, so that a long chain of subs cannot exhaust the stack
+    // here either.
+    let mut color = vec![0u8; n]; // 0: not seen, 1: on the DFS path, 2: done
+    let mut depth = vec![0usize; n]; // the longest chain of calls from a sub
     let mut bad_edges: Vec<(usize, usize)> = Vec::new();
-    fn dfs(
-        u: usize,
-        edges: &[Vec<(usize, Span)>],
-        color: &mut [u8],
-        bad: &mut Vec<(usize, usize)>,
-        subs: &[SubInfo<'_>],
-        sink: &mut Sink,
-    ) {
-        color[u] = 1;
-        for (k, &(v, span)) in edges[u].iter().enumerate() {
-            if color[v] == 1 {
-                bad.push((u, k));
-                let mut d = Diagnostic::new(
-                    Code::Recursion,
-                    span,
-                    format!("recursive call to `{}`", subs[v].name),
-                )
-                .label("this call closes a cycle")
-                .hint("VCL subs cannot call themselves, directly or through other subs");
-                if u != v {
-                    d = d.secondary(subs[v].span, format!("`{}` defined here", subs[v].name));
+    for root in 0..n {
+        if color[root] != 0 {
+            continue;
+        }
+        color[root] = 1;
+        let mut path = vec![(root, 0usize)];
+        while let Some(top) = path.last_mut() {
+            let (u, k) = *top;
+            let Some(&(v, span)) = edges[u].get(k) else {
+                // Back-edge targets are still on the path (colour 1): not counted.
+                depth[u] = edges[u]
+                    .iter()
+                    .filter(|(v, _)| color[*v] == 2)
+                    .map(|(v, _)| depth[*v] + 1)
+                    .max()
+                    .unwrap_or(0);
+                color[u] = 2;
+                path.pop();
+                continue;
+            };
+            top.1 += 1;
+            match color[v] {
+                0 => {
+                    color[v] = 1;
+                    path.push((v, 0));
                 }
-                sink.push(d);
-            } else if color[v] == 0 {
-                dfs(v, edges, color, bad, subs, sink);
+                1 => {
+                    bad_edges.push((u, k));
+                    let mut d = Diagnostic::new(
+                        Code::Recursion,
+                        span,
+                        format!("recursive call to `{}`", subs[v].name),
+                    )
+                    .label("this call closes a cycle")
+                    .hint("VCL subs cannot call themselves, directly or through other subs");
+                    if u != v {
+                        d = d.secondary(subs[v].span, format!("`{}` defined here", subs[v].name));
+                    }
+                    sink.push(d);
+                }
+                _ => {}
             }
         }
-        color[u] = 2;
     }
-    for u in 0..n {
-        if color[u] == 0 {
-            dfs(u, &edges, &mut color, &mut bad_edges, &subs, sink);
-        }
+    const MAX_CALL_DEPTH: usize = 200;
+    let deepest = depth.iter().enumerate().max_by_key(|(_, d)| **d);
+    if let Some((i, &calls)) = deepest.filter(|(_, d)| **d > MAX_CALL_DEPTH) {
+        sink.push(
+            Diagnostic::new(
+                Code::Recursion,
+                subs[i].span,
+                format!("calls nest {calls} deep from `{}`", subs[i].name),
+            )
+            .label(format!("at most {MAX_CALL_DEPTH} subs deep"))
+            .hint("merge the subs of the chain: each `call` adds a level"),
+        );
     }
     for (u, k) in bad_edges.iter().rev() {
         edges[*u].remove(*k);

@@ -180,8 +180,10 @@ pub(crate) fn write_value<'p>(out: &mut String, v: &Value<'_>, backend_name: &dy
             let _ = write!(out, "{b}");
         }
         Value::Time(t) => {
+            // HTTP dates end with year 9999 (23:59:59 on 31 December): later times print as it.
+            const LAST_HTTP_DATE: f64 = 253_402_300_799.0;
             let st = if *t >= 0.0 {
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(t.min(1e12))
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(t.min(LAST_HTTP_DATE))
             } else {
                 std::time::UNIX_EPOCH
             };

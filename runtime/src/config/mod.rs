@@ -160,6 +160,9 @@ impl Default for Config {
     }
 }
 
+/// More worker threads than this is a typo: each reserves its own stack.
+const MAX_THREADS: usize = 1024;
+
 impl Config {
     /// Checks cross-field rules that single values cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -169,6 +172,24 @@ impl Config {
                 "no listen address",
                 "one or more HOST:PORT",
             ));
+        }
+        if let Some(threads) = self.threads.filter(|n| !(1..=MAX_THREADS).contains(n)) {
+            return Err(ConfigError::new(
+                "threads (--threads)",
+                format!("{threads} worker threads"),
+                format!("1 to {MAX_THREADS}; the default is one per core"),
+            ));
+        }
+        let mut seen = Vec::with_capacity(self.listen.len());
+        for address in &self.listen {
+            if seen.contains(&address) {
+                return Err(ConfigError::new(
+                    "listen (-a)",
+                    format!("{address} is listed twice"),
+                    "each listen address once",
+                ));
+            }
+            seen.push(address);
         }
         if self.backend.is_none() && self.policy.is_none() {
             return Err(ConfigError::new(

@@ -49,9 +49,10 @@ pub(crate) async fn handle(
     let method = request.method().clone();
     let uri = request.uri().clone();
     let version = shared.active.load_full();
-    let (mut response, cache) = match &version.policy {
-        Some(program) => vcl_route(&shared, &version, program, client, request).await,
-        None => route(&shared, &version, client, request).await,
+    let (mut response, cache) = match (bad_host(&request, version.policy.is_some()), &version.policy) {
+        (Some(problem), _) => (synth::plain(StatusCode::BAD_REQUEST, problem), CacheState::Synth),
+        (None, Some(program)) => vcl_route(&shared, &version, program, client, request).await,
+        (None, None) => route(&shared, &version, client, request).await,
     };
     if version.policy.is_none() {
         response.headers_mut().insert(
@@ -74,6 +75,32 @@ pub(crate) async fn handle(
         client: client.ip(),
     });
     response
+}
+
+/// What is wrong with the request's `Host`, if it must be refused before anything else:
+/// several `Host` fields (RFC 9112 §3.2; Varnish refuses them too), which would let a request
+/// be cached under one host and fetched for another. Without a policy also an HTTP/1.1 request
+/// without `Host`, or with a value that is not a host: with one, the builtin `vcl_recv` checks
+/// that after the user's `vcl_recv`, which may set it.
+fn bad_host<B>(request: &Request<B>, policy: bool) -> Option<&'static str> {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Some("more than one Host header");
+    }
+    if policy {
+        return None;
+    }
+    match host {
+        Some(value) => {
+            let valid = value
+                .to_str()
+                .is_ok_and(|host| !host.contains('@') && host.parse::<http::uri::Authority>().is_ok());
+            (!valid).then_some("the Host header is not a host[:port]")
+        }
+        None => (request.version() == http::Version::HTTP_11 && request.uri().authority().is_none())
+            .then_some("an HTTP/1.1 request needs a Host header"),
+    }
 }
 
 fn streamed(body: Incoming) -> OutgoingBody {

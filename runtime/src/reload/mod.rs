@@ -241,18 +241,20 @@ fn watched_files(config: &Config, version: &Version) -> Vec<PathBuf> {
     files
 }
 
-/// sha256 over each file's path and contents (a missing file hashes as such).
+/// sha256 over each file's path and contents (a missing file, or one that is not a regular
+/// file, hashes as missing: a FIFO or a device would block or never end).
 fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     for file in files {
         hasher.update(file.as_os_str().as_encoded_bytes());
         hasher.update([0]);
-        match std::fs::read(file) {
-            Ok(contents) => {
+        let regular = std::fs::metadata(file).is_ok_and(|metadata| metadata.is_file());
+        match regular.then(|| std::fs::read(file).ok()).flatten() {
+            Some(contents) => {
                 hasher.update((contents.len() as u64).to_be_bytes());
                 hasher.update(&contents);
             }
-            Err(_) => hasher.update(b"\xffmissing"),
+            None => hasher.update(b"\xffmissing"),
         }
     }
     hasher.finalize().into()

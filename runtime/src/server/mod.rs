@@ -25,7 +25,9 @@ pub(crate) async fn serve(
 ) {
     let graceful = Arc::new(GracefulShutdown::new());
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().keep_alive(true);
+    // A client may shut down its sending side once the request is out (`nc -N`, some load
+    // balancers' health checks): it still gets the response.
+    builder.http1().keep_alive(true).half_close(true);
     let builder = Arc::new(builder);
     let mut accepting = tokio::task::JoinSet::new();
     for listener in listeners {
