@@ -138,7 +138,8 @@ fn require_version_line(entry: FileId, decls: &[ast::Decl], sink: &mut Sink) {
     );
 }
 
-/// Parses file `id`, splicing included files in place of their `include`.
+/// Parses file `id`, splicing included files in place of their `include`: at the top level
+/// their declarations, inside a sub their statements.
 fn expand(
     id: FileId,
     sm: &mut SourceMap,
@@ -152,49 +153,113 @@ fn expand(
         return;
     };
     for d in module.decls {
-        let ast::Decl::Include { path, span } = &d else {
-            out.push(d);
-            continue;
-        };
-        let Some(loader) = loader else {
-            sink.push(
-                Diagnostic::new(Code::Include, *span, format!("cannot include `{path}` here"))
-                    .label("includes need a file loader")
-                    .hint("load the policy from a file (`edgecache check FILE.vcl`) so includes can be resolved"),
-            );
-            continue;
-        };
-        if stack.len() > MAX_INCLUDE_DEPTH {
-            sink.push(
-                Diagnostic::new(Code::IncludeCycle, *span, "includes are nested too deeply")
-                    .label(format!("more than {MAX_INCLUDE_DEPTH} levels")),
-            );
-            continue;
-        }
-        let from = stack.last().cloned();
-        match loader.load(path, from.as_deref()) {
-            Ok((name, text)) => {
-                if stack.contains(&name) {
-                    sink.push(
-                        Diagnostic::new(Code::IncludeCycle, *span, format!("`{name}` includes itself"))
-                            .label("include cycle")
-                            .hint(format!("include chain: {} -> {name}", stack.join(" -> "))),
-                    );
-                    continue;
+        match d {
+            ast::Decl::Include { path, span } => {
+                if let Some((child, name)) = include_target(&path, span, sm, sink, loader, stack) {
+                    stack.push(name);
+                    expand(child, sm, sink, loader, stack, out);
+                    stack.pop();
                 }
-                let child = match sm.find(&name) {
-                    // Included twice (not a cycle): reuse the text, parse again.
-                    Some(existing) => existing,
-                    None => sm.add(name.clone(), text),
-                };
+            }
+            ast::Decl::Sub(mut sub) => {
+                splice_includes(&mut sub.body, sm, sink, loader, stack);
+                out.push(ast::Decl::Sub(sub));
+            }
+            d => out.push(d),
+        }
+    }
+}
+
+/// Replaces each `include` among `body`'s statements, at any depth, by the statements of the
+/// file it names.
+fn splice_includes(
+    body: &mut Vec<ast::Stmt>,
+    sm: &mut SourceMap,
+    sink: &mut Sink,
+    loader: Option<&dyn SourceLoader>,
+    stack: &mut Vec<String>,
+) {
+    let mut i = 0;
+    while i < body.len() {
+        if let ast::StmtKind::Include(path) = &body[i].kind {
+            let (path, span) = (path.clone(), body[i].span);
+            let mut included = Vec::new();
+            if let Some((child, name)) = include_target(&path, span, sm, sink, loader, stack) {
+                let text = sm.get(child).text.clone();
+                included = ast::lower::parse_fragment(child, &text, sink).unwrap_or_default();
                 stack.push(name);
-                expand(child, sm, sink, Some(loader), stack, out);
+                splice_includes(&mut included, sm, sink, loader, stack);
                 stack.pop();
             }
-            Err(e) => sink.push(
-                Diagnostic::new(Code::Include, *span, format!("cannot include `{path}`: {e}"))
+            let count = included.len();
+            body.splice(i..=i, included);
+            i += count;
+            continue;
+        }
+        match &mut body[i].kind {
+            ast::StmtKind::Block(inner) => splice_includes(inner, sm, sink, loader, stack),
+            ast::StmtKind::If { branches, otherwise } => {
+                for (_, branch) in branches {
+                    splice_includes(branch, sm, sink, loader, stack);
+                }
+                if let Some(otherwise) = otherwise {
+                    splice_includes(otherwise, sm, sink, loader, stack);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
+/// The file an `include` at `span` names, loaded relative to the including file (the top of
+/// `stack`): its id and name, or `None` after reporting why it cannot be included.
+fn include_target(
+    path: &str,
+    span: Span,
+    sm: &mut SourceMap,
+    sink: &mut Sink,
+    loader: Option<&dyn SourceLoader>,
+    stack: &[String],
+) -> Option<(FileId, String)> {
+    let Some(loader) = loader else {
+        sink.push(
+            Diagnostic::new(Code::Include, span, format!("cannot include `{path}` here"))
+                .label("includes need a file loader")
+                .hint("load the policy from a file (`edgecache check FILE.vcl`) so includes can be resolved"),
+        );
+        return None;
+    };
+    if stack.len() > MAX_INCLUDE_DEPTH {
+        sink.push(
+            Diagnostic::new(Code::IncludeCycle, span, "includes are nested too deeply")
+                .label(format!("more than {MAX_INCLUDE_DEPTH} levels")),
+        );
+        return None;
+    }
+    match loader.load(path, stack.last().map(String::as_str)) {
+        Ok((name, text)) => {
+            if stack.contains(&name) {
+                sink.push(
+                    Diagnostic::new(Code::IncludeCycle, span, format!("`{name}` includes itself"))
+                        .label("include cycle")
+                        .hint(format!("include chain: {} -> {name}", stack.join(" -> "))),
+                );
+                return None;
+            }
+            let id = match sm.find(&name) {
+                // Included twice (not a cycle): reuse the text, parse again.
+                Some(existing) => existing,
+                None => sm.add(name.clone(), text),
+            };
+            Some((id, name))
+        }
+        Err(e) => {
+            sink.push(
+                Diagnostic::new(Code::Include, span, format!("cannot include `{path}`: {e}"))
                     .label("could not be read"),
-            ),
+            );
+            None
         }
     }
 }

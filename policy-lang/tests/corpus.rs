@@ -66,7 +66,7 @@ fn builtin_vcl_loads_on_its_own() {
 
 #[test]
 fn includes_resolve_relative_to_the_includer() {
-    let dir = std::env::temp_dir().join(format!("policy-lang-inc-{}", std::process::id()));
+    let dir = tempfile_dir("policy-lang-inc");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     std::fs::write(
         dir.join("main.vcl"),
@@ -315,4 +315,37 @@ fn a_policy_without_its_version_line_is_refused() {
             "{text:?}"
         );
     }
+}
+
+#[test]
+fn an_include_inside_a_sub_splices_statements() {
+    let dir = tempfile_dir("policy-lang-inc-sub");
+    std::fs::write(
+        dir.join("main.vcl"),
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n\
+         sub vcl_recv {\n  if (req.url ~ \"^/static/\") {\n    include \"static.vcl\";\n  }\n  include \"common.vcl\";\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("static.vcl"), "unset req.http.Cookie;\nreturn (hash);\n").unwrap();
+    std::fs::write(dir.join("common.vcl"), "set req.http.X-Common = \"1\";\n").unwrap();
+    let main = dir.join("main.vcl").display().to_string();
+    let p = load(&main, &Fs).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut c = TestContext::request("GET", "/page").header(Scope::Req, "Cookie", "a=1");
+    p.run(Sub::Recv, &mut c);
+    assert_eq!(c.get_header(Scope::Req, "x-common").as_deref(), Some("1"));
+    let mut c = TestContext::request("GET", "/static/x.css").header(Scope::Req, "Cookie", "a=1");
+    assert_eq!(p.run(Sub::Recv, &mut c), policy_lang::Action::Lookup);
+    assert_eq!(c.get_header(Scope::Req, "cookie"), None);
+
+    // A fragment holds statements only; its errors point into it.
+    std::fs::write(dir.join("common.vcl"), "set req.http.X-Common = ;\n").unwrap();
+    let rendered = load(&main, &Fs).unwrap_err().render();
+    assert!(rendered.contains("common.vcl:1:"), "{rendered}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

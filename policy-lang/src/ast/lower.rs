@@ -33,6 +33,28 @@ pub(crate) fn parse_file(file: FileId, text: &str, sink: &mut Sink) -> Option<Mo
     }
 }
 
+/// Parses a file included inside a sub: statements only.
+pub(crate) fn parse_fragment(file: FileId, text: &str, sink: &mut Sink) -> Option<Vec<Stmt>> {
+    if let Some(at) = too_deep(text) {
+        sink.push(
+            Diagnostic::new(Code::Syntax, Span::new(file, at, at + 1), "nesting is too deep")
+                .label(format!("more than {MAX_DEPTH} levels of `(` / `{{`")),
+        );
+        return None;
+    }
+    match VclParser::parse(Rule::vcl_fragment, text) {
+        Ok(mut pairs) => {
+            let root = pairs.next()?;
+            let mut l = Lower { file, sink };
+            Some(root.into_inner().filter_map(|p| l.stmt(p)).collect())
+        }
+        Err(e) => {
+            sink.push(syntax_error(file, text, e));
+            None
+        }
+    }
+}
+
 /// Bound on bracket nesting, so recursive passes cannot exhaust the stack.
 const MAX_DEPTH: usize = 256;
 
@@ -520,6 +542,9 @@ impl Lower<'_> {
                 }
             }
             Rule::block => StmtKind::Block(self.block(p)),
+            Rule::include_decl => StmtKind::Include(string_value(
+                p.into_inner().find(|q| q.as_rule() == Rule::string)?,
+            )),
             Rule::call_expr_stmt => {
                 let c = p.into_inner().next()?;
                 StmtKind::Expr(self.expr(c))

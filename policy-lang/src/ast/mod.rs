@@ -148,6 +148,8 @@ pub(crate) enum StmtKind {
     Block(Vec<Stmt>),
     /// A function call used as a statement: `hash_data(...)`, `std.log(...)`.
     Expr(Expr),
+    /// `include "file.vcl";` inside a sub: replaced by the file's statements when loading.
+    Include(String),
 }
 
 #[derive(Debug, Clone)]

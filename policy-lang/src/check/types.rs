@@ -249,6 +249,8 @@ impl<'a> Lowerer<'a> {
             }
             StmtKind::Block(b) => Some(Stmt::Block(self.body(b))),
             StmtKind::Expr(e) => self.call_stmt(e),
+            // Replaced by the included statements when loading (or reported there).
+            StmtKind::Include(_) => None,
         }
     }
 

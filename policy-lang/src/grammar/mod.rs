@@ -77,7 +77,7 @@ pub(crate) fn describe_rule(rule: &Rule) -> &'static str {
         Rule::name => "a name",
         Rule::ident | Rule::ident_part | Rule::ident_char => "an identifier",
         Rule::vcl_file | Rule::declaration => "a declaration (`backend`, `sub`, `acl`, ...)",
-        Rule::statement => "a statement",
+        Rule::statement | Rule::vcl_fragment => "a statement",
         Rule::WHITESPACE | Rule::COMMENT => "whitespace",
     }
 }
