@@ -13,11 +13,7 @@ use crate::grammar::{describe_rule, Rule, VclParser};
 /// Parses one file. Syntax errors stop at the first one (pest does not
 /// recover); literal errors (number overflow) are pushed and parsing goes on.
 pub(crate) fn parse_file(file: FileId, text: &str, sink: &mut Sink) -> Option<Module> {
-    if let Some(at) = too_deep(text) {
-        sink.push(
-            Diagnostic::new(Code::Syntax, Span::new(file, at, at + 1), "nesting is too deep")
-                .label(format!("more than {MAX_DEPTH} levels of `(` / `{{`")),
-        );
+    if too_deep(file, text, sink) {
         return None;
     }
     match VclParser::parse(Rule::vcl_file, text) {
@@ -35,11 +31,7 @@ pub(crate) fn parse_file(file: FileId, text: &str, sink: &mut Sink) -> Option<Mo
 
 /// Parses a file included inside a sub: statements only.
 pub(crate) fn parse_fragment(file: FileId, text: &str, sink: &mut Sink) -> Option<Vec<Stmt>> {
-    if let Some(at) = too_deep(text) {
-        sink.push(
-            Diagnostic::new(Code::Syntax, Span::new(file, at, at + 1), "nesting is too deep")
-                .label(format!("more than {MAX_DEPTH} levels of `(` / `{{`")),
-        );
+    if too_deep(file, text, sink) {
         return None;
     }
     match VclParser::parse(Rule::vcl_fragment, text) {
@@ -62,21 +54,26 @@ const MAX_DEPTH: usize = 256;
 /// adds a level to the expression tree that later passes walk recursively.
 const MAX_OPERANDS: usize = 500;
 
-fn too_deep(text: &str) -> Option<usize> {
+/// Reports (and says) whether brackets in `text` nest deeper than [`MAX_DEPTH`].
+fn too_deep(file: FileId, text: &str, sink: &mut Sink) -> bool {
     let mut depth = 0usize;
     for (i, b) in text.bytes().enumerate() {
         match b {
             b'(' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Some(i);
+                    sink.push(
+                        Diagnostic::new(Code::Syntax, Span::new(file, i, i + 1), "nesting is too deep")
+                            .label(format!("more than {MAX_DEPTH} levels of `(` / `{{`")),
+                    );
+                    return true;
                 }
             }
             b')' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
-    None
+    false
 }
 
 fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagnostic {
