@@ -93,9 +93,9 @@ impl FileConfig {
         })?;
         toml::from_str(&text).map_err(|error| {
             ConfigError::new(
-                format!("{}", path.display()),
+                place(path, &text, error.span()),
                 error.message().to_string(),
-                "the keys listed in the README's configuration section",
+                "the keys and value types of examples/edgecache.toml (and the README)",
             )
         })
     }
@@ -264,5 +264,38 @@ impl FileConfig {
             };
         }
         Ok(())
+    }
+}
+
+/// `FILE:LINE:COLUMN (`the line`)` for a byte range of `text`, or the file alone.
+fn place(path: &Path, text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let Some(start) = span.map(|span| span.start.min(text.len())) else {
+        return path.display().to_string();
+    };
+    let line_start = text[..start].rfind('\n').map_or(0, |newline| newline + 1);
+    let line = text[..start].matches('\n').count() + 1;
+    let column = text[line_start..start].chars().count() + 1;
+    let source = text[line_start..].lines().next().unwrap_or("").trim();
+    format!("{}:{line}:{column} (`{source}`)", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_located() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("edgecache.toml");
+        std::fs::write(
+            &path,
+            "backend = \"127.0.0.1:9000\"\nlisten = \"127.0.0.1:8080\"\n",
+        )
+        .unwrap();
+        let error = FileConfig::read(&path).err().unwrap().to_string();
+        assert!(
+            error.contains("edgecache.toml:2:10 (`listen = \"127.0.0.1:8080\"`)"),
+            "{error}"
+        );
     }
 }
