@@ -39,6 +39,24 @@ pub(crate) fn stmt(s: Stmt) -> Stmt {
     }
 }
 
+/// `body` without the `call`s of subs whose body is empty (`empty[sub]`): they do nothing.
+pub(crate) fn without_calls_to_empty(body: Vec<Stmt>, empty: &[bool]) -> Vec<Stmt> {
+    body.into_iter()
+        .filter(|s| !matches!(s, Stmt::Call(sub) if empty.get(*sub).copied().unwrap_or(false)))
+        .map(|s| match s {
+            Stmt::If(branches, otherwise) => Stmt::If(
+                branches
+                    .into_iter()
+                    .map(|(c, b)| (c, without_calls_to_empty(b, empty)))
+                    .collect(),
+                without_calls_to_empty(otherwise, empty),
+            ),
+            Stmt::Block(b) => Stmt::Block(without_calls_to_empty(b, empty)),
+            other => other,
+        })
+        .collect()
+}
+
 pub(crate) fn expr(e: Expr) -> Expr {
     match e {
         Expr::Concat(parts) => {

@@ -364,10 +364,16 @@ pub(crate) struct Parts {
 }
 
 pub(crate) fn compile(parts: Parts, sources: Vec<String>) -> Program {
-    let bodies = parts
+    let bodies: Vec<Vec<ir::Stmt>> = parts
         .bodies
         .into_iter()
         .map(|b| b.into_iter().map(fold::stmt).collect())
+        .collect();
+    // Varnish 7's empty `vcl_builtin_*` hooks are called on every request: skip such calls.
+    let empty: Vec<bool> = bodies.iter().map(Vec::is_empty).collect();
+    let bodies = bodies
+        .into_iter()
+        .map(|body| fold::without_calls_to_empty(body, &empty))
         .collect();
     Program {
         backends: parts.backends,
