@@ -286,7 +286,6 @@ pub(super) async fn miss(
         request: parts,
         client: client.ip(),
         stale: stale.clone(),
-        retries: 0,
     };
     tokio::spawn(task.run(bereq, delivered));
     let now = SystemTime::now();
@@ -356,7 +355,6 @@ pub(super) fn refresh_in_background(
         request: request.clone(),
         client: client.ip(),
         stale: Some(stale),
-        retries: 0,
     };
     // Nobody waits for the answer: the refreshed object lands in the store.
     let (delivered, _) = oneshot::channel();
@@ -411,8 +409,6 @@ struct FetchTask {
     request: Parts,
     client: IpAddr,
     stale: Option<Arc<CachedObject>>,
-    /// `bereq.retries` of the response being judged.
-    retries: i64,
 }
 
 impl FetchTask {
@@ -437,7 +433,6 @@ impl FetchTask {
                 .clone()
                 .filter(|_| parts.status == StatusCode::NOT_MODIFIED)
                 .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
-            self.retries = attempts.retries;
             let judged = match &confirmed {
                 // RFC 9111 §4.3.4: the stored response with the 304's fields merged in.
                 Some(stale) => {
@@ -450,6 +445,7 @@ impl FetchTask {
                         parts.version,
                         request_time,
                         response_time,
+                        attempts.retries,
                     )
                 }
                 None => self.judge(
@@ -458,6 +454,7 @@ impl FetchTask {
                     parts.version,
                     request_time,
                     response_time,
+                    attempts.retries,
                 ),
             };
             match (judged, confirmed) {
@@ -583,7 +580,7 @@ impl FetchTask {
 
     /// Decides whether a response with `status` and `fields` may be stored and for how long;
     /// on yes, returns the object head (fields as stored) and the `Vary` rule it was fetched
-    /// under.
+    /// under. `retries` is `bereq.retries` of this response.
     fn judge(
         &self,
         status: &mut StatusCode,
@@ -591,6 +588,7 @@ impl FetchTask {
         version: http::Version,
         request_time: SystemTime,
         response_time: SystemTime,
+        retries: i64,
     ) -> Result<(ObjectHead, VaryRule), NotStored> {
         let shared = &self.shared;
         // A missing or invalid Date is replaced by the receipt time (RFC 9110 §6.6.1), so that
@@ -632,7 +630,7 @@ impl FetchTask {
         if let Some(program) = self.version.policy.as_ref() {
             let remaining = ttl.saturating_sub(initial_age);
             let (vcl_ttl, vcl_grace, vcl_keep) =
-                self.vcl_backend_response(program, status, fields, version, remaining)?;
+                self.vcl_backend_response(program, status, fields, version, remaining, retries)?;
             // `beresp.ttl` counts from now, RFC lifetimes from the response's creation.
             ttl = vcl_ttl + initial_age;
             (grace, keep) = (vcl_grace, vcl_keep);
@@ -699,6 +697,7 @@ impl FetchTask {
         fields: &mut http::HeaderMap,
         version: http::Version,
         ttl: Duration,
+        retries: i64,
     ) -> Result<(Duration, Duration, Duration), NotStored> {
         let mut beresp = Response::new(()).into_parts().0;
         beresp.status = *status;
@@ -710,7 +709,7 @@ impl FetchTask {
         session.grace = self.shared.grace.as_secs_f64();
         session.keep = self.shared.keep.as_secs_f64();
         session.version = Some(&self.version);
-        session.retries = self.retries;
+        session.retries = retries;
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
         if action == Action::Retry {
