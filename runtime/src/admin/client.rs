@@ -26,24 +26,33 @@ impl Reply {
 }
 
 /// Sends one request to the admin API at `addr` and reads the whole answer. `token` is sent as
-/// `Authorization: Bearer`. Errors (connect, protocol, timeout) come back as text.
+/// `Authorization: Bearer`. `body` (a ban expression) is sent as a JSON string, and every
+/// `POST` as `application/json`: the API refuses other `POST`s that carry no token, so that
+/// pages in a browser cannot send them. Errors (connect, protocol, timeout) come back as text.
 pub async fn call(
     addr: SocketAddr,
     token: Option<&str>,
     method: &str,
     path_and_query: &str,
-    body: impl Into<Bytes>,
+    body: impl AsRef<str>,
 ) -> Result<Reply, String> {
     let method = Method::from_bytes(method.as_bytes()).map_err(|_| format!("`{method}` is not a method"))?;
     let mut request = Request::builder()
-        .method(method)
         .uri(path_and_query)
         .header(header::HOST, addr.to_string());
+    if method == Method::POST {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+    }
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {}", token.trim()));
     }
+    let body = match body.as_ref() {
+        "" => Bytes::new(),
+        text => Bytes::from(serde_json::to_vec(text).expect("a string serializes")),
+    };
     let request = request
-        .body(Full::new(body.into()))
+        .method(method)
+        .body(Full::new(body))
         .map_err(|error| format!("bad request: {error}"))?;
     let exchange = async {
         let stream = TcpStream::connect(addr)
@@ -82,7 +91,7 @@ pub fn call_blocking(
     token: Option<&str>,
     method: &str,
     path_and_query: &str,
-    body: impl Into<Bytes>,
+    body: impl AsRef<str>,
 ) -> Result<Reply, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -7,16 +7,21 @@
 //! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
 //! | `GET /backends` | JSON: each backend of the active version: health, probe window (`H` good, `-` bad, oldest first), in-flight requests, counters |
 //! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL) |
-//! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`); 400 with the diagnostic if it does not parse |
+//! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}`; 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
 //!
 //! Successes are JSON; errors are `text/plain` with the message or rendered diagnostics.
 //! With a token file (required when the listener is not loopback), every request must carry
 //! `Authorization: Bearer TOKEN`; the comparison hashes both sides and compares the digests in
 //! constant time, so neither the token nor its length leaks through timing.
+//!
+//! Pages in the operator's browser must not drive the API (`guard`): a foreign `Origin` or
+//! `Host`, or a `POST` that is not `application/json`, is refused with 403 unless the request
+//! carries the token. With the token, `POST /ban` may also send the expression as plain text.
 
 mod bans;
 pub mod client;
+mod guard;
 pub mod metrics;
 
 use std::convert::Infallible;
@@ -44,6 +49,7 @@ use crate::reload::{Reloader, Trigger};
 use crate::StartError;
 
 pub(crate) use bans::spawn_trimmer as spawn_ban_trimmer;
+use guard::Guard;
 use metrics::RequestLatency;
 
 /// Largest `POST /ban` body.
@@ -64,6 +70,7 @@ struct Admin {
     registry: Registry,
     /// sha256 of the bearer token, when one is required.
     token: Option<[u8; 32]>,
+    guard: Guard,
 }
 
 /// Reads the token file (when given), binds `addr` and serves until `stopped` turns true.
@@ -87,6 +94,7 @@ pub(crate) async fn start(
         registry: metrics::registry(state.clone()),
         state,
         token,
+        guard: Guard::new(bound),
     });
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
@@ -184,6 +192,20 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return response;
         }
+    }
+    // Past the check above, a listener with a token has seen it.
+    let authenticated = admin.token.is_some();
+    if let Err(refusal) = admin
+        .guard
+        .check(request.method(), request.headers(), authenticated)
+    {
+        tracing::warn!(
+            method = %request.method(),
+            path = request.uri().path(),
+            %refusal,
+            "admin request refused"
+        );
+        return text(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
     }
     let state = &admin.state;
     let read = request.method() == Method::GET || request.method() == Method::HEAD;
@@ -410,8 +432,10 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     json(status, answer)
 }
 
-/// `POST /ban`: the body is one ban expression.
+/// `POST /ban`: the body is one ban expression, as a JSON string or `{"ban": EXPR}` (plain
+/// text when the request is not JSON, which `guard` lets through only with the token).
 async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let json_body = guard::is_json(request.headers());
     let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(body) => body.to_bytes(),
         Err(error) => {
@@ -421,8 +445,9 @@ async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>>
             )
         }
     };
-    let Ok(expr) = std::str::from_utf8(&body) else {
-        return text(StatusCode::BAD_REQUEST, "the ban expression is not UTF-8\n");
+    let expr = match ban_expression(&body, json_body) {
+        Ok(expr) => expr,
+        Err(problem) => return text(StatusCode::BAD_REQUEST, &format!("{problem}\n")),
     };
     let expr = expr.trim();
     if expr.is_empty() {
@@ -440,6 +465,24 @@ async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>>
             )
         }
         Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),
+    }
+}
+
+/// The ban expression in a `POST /ban` body.
+fn ban_expression(body: &[u8], json_body: bool) -> Result<String, &'static str> {
+    const SHAPE: &str = r#"the body must be a JSON string ("req.url ~ \"^/news/\"") or {"ban": "EXPR"}"#;
+    if !json_body {
+        return std::str::from_utf8(body)
+            .map(str::to_string)
+            .map_err(|_| "the ban expression is not UTF-8");
+    }
+    match serde_json::from_slice::<Value>(body).map_err(|_| SHAPE)? {
+        Value::String(expr) => Ok(expr),
+        Value::Object(mut fields) => match fields.remove("ban") {
+            Some(Value::String(expr)) if fields.is_empty() => Ok(expr),
+            _ => Err(SHAPE),
+        },
+        _ => Err(SHAPE),
     }
 }
 

@@ -2,7 +2,8 @@ use http::{HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
 
 use super::client::encode_query_value;
-use super::{authorized, percent_decode, query_param};
+use super::guard::{Guard, Refusal};
+use super::{authorized, ban_expression, percent_decode, query_param};
 
 #[test]
 fn query_params_are_percent_decoded() {
@@ -50,5 +51,109 @@ fn bearer_tokens_are_checked() {
             headers.insert("authorization", HeaderValue::from_static(value));
         }
         assert_eq!(authorized(&headers, &expected), ok, "{header:?}");
+    }
+}
+
+#[test]
+fn the_guard_refuses_what_a_page_of_another_site_can_send() {
+    let guard = Guard::new("127.0.0.1:6082".parse().unwrap());
+    let allowed = |method: &str, fields: &[(&'static str, &'static str)], token: bool| {
+        let mut headers = HeaderMap::new();
+        for (name, value) in fields {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+        guard.check(&method, &headers, token)
+    };
+    const JSON: (&str, &str) = ("content-type", "application/json");
+    // method, header fields, carries the token, which rule refuses it
+    type Case = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        bool,
+        Option<&'static str>,
+    );
+    let cases: [Case; 16] = [
+        ("GET", &[("host", "127.0.0.1:6082")], false, None),
+        ("GET", &[], false, None),
+        ("GET", &[("host", "localhost:6082")], false, None),
+        ("GET", &[("host", "[::1]:6082")], false, None),
+        ("GET", &[("host", "evil.example:6082")], false, Some("host")),
+        ("GET", &[("host", "127.0.0.1:6083")], false, Some("host")),
+        ("GET", &[("host", "localhost")], false, Some("host")),
+        ("GET", &[("host", "evil.example:6082")], true, None),
+        ("POST", &[("host", "127.0.0.1:6082"), JSON], false, None),
+        (
+            "POST",
+            &[
+                ("host", "127.0.0.1:6082"),
+                ("content-type", "Application/JSON; charset=utf-8"),
+            ],
+            false,
+            None,
+        ),
+        (
+            "POST",
+            &[("host", "127.0.0.1:6082"), ("content-type", "text/plain")],
+            false,
+            Some("json"),
+        ),
+        ("POST", &[("host", "127.0.0.1:6082")], false, Some("json")),
+        ("POST", &[("content-type", "text/plain")], true, None),
+        ("POST", &[("origin", "http://127.0.0.1:6082"), JSON], false, None),
+        (
+            "POST",
+            &[("origin", "http://evil.example"), JSON],
+            true,
+            Some("origin"),
+        ),
+        (
+            "POST",
+            &[("host", "cache1:6082"), ("origin", "http://cache1:6082")],
+            true,
+            None,
+        ),
+    ];
+    for (method, fields, token, refused) in cases {
+        let outcome = match allowed(method, fields, token) {
+            Ok(()) => None,
+            Err(Refusal::ForeignHost { .. }) => Some("host"),
+            Err(Refusal::ForeignOrigin { .. }) => Some("origin"),
+            Err(Refusal::NotJson { .. }) => Some("json"),
+        };
+        assert_eq!(outcome, refused, "{method} {fields:?} token={token}");
+    }
+    for origin in [
+        "null",
+        "https://127.0.0.1:6082",
+        "http://127.0.0.1:6082/",
+        "http://localhost:80",
+    ] {
+        let mut headers = HeaderMap::new();
+        headers.insert("origin", HeaderValue::from_str(origin).unwrap());
+        assert!(
+            guard.check(&http::Method::GET, &headers, false).is_err(),
+            "{origin}"
+        );
+    }
+}
+
+#[test]
+fn ban_bodies_are_a_json_string_or_an_object() {
+    let cases: [(&str, bool, Option<&str>); 7] = [
+        (r#""req.url ~ \"^/a\"""#, true, Some(r#"req.url ~ "^/a""#)),
+        (r#"{"ban": "req.url == \"/\""}"#, true, Some(r#"req.url == "/""#)),
+        (r#"{"ban": "x", "more": 1}"#, true, None),
+        (r#"{"expr": "x"}"#, true, None),
+        (r#"req.url ~ "^/a""#, true, None),
+        ("[]", true, None),
+        (r#"req.url ~ "^/a""#, false, Some(r#"req.url ~ "^/a""#)),
+    ];
+    for (body, json, expected) in cases {
+        assert_eq!(
+            ban_expression(body.as_bytes(), json).ok().as_deref(),
+            expected,
+            "{body}"
+        );
     }
 }
