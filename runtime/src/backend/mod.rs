@@ -200,6 +200,7 @@ impl Backend {
             .build()
             .expect("scheme, authority and path were each valid");
         *request.version_mut() = http::Version::HTTP_11;
+        frame_as_sent(&mut request);
         let inner = &*self.inner;
         if let Some(host) = &inner.host_header {
             request
@@ -234,6 +235,28 @@ impl Backend {
         };
         let between_bytes = inner.options.timeouts.between_bytes;
         Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
+    }
+}
+
+/// Makes the framing fields say what is sent (RFC 9112 §6): `Transfer-Encoding` is left to
+/// hyper, which chunks a body of unknown length, and a `Content-Length` that is not the body's
+/// exact length is removed (hyper then sets the right one). hyper sends a `Content-Length`
+/// the caller set even when the body is empty; announced bytes that never come would make the
+/// origin read the next request on the pooled connection as this one's body (request
+/// smuggling), whichever path built the request: a fill dropping a GET body, a retry, a
+/// policy's edit.
+fn frame_as_sent(request: &mut Request<OutgoingBody>) {
+    let exact = http_body::Body::size_hint(request.body()).exact();
+    let headers = request.headers_mut();
+    headers.remove(http::header::TRANSFER_ENCODING);
+    let truthful = exact.is_some_and(|length| {
+        headers
+            .get_all(http::header::CONTENT_LENGTH)
+            .iter()
+            .all(|value| value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) == Some(length))
+    });
+    if !truthful {
+        headers.remove(http::header::CONTENT_LENGTH);
     }
 }
 

@@ -18,9 +18,10 @@ use policy_lang::{Action, Program, Sub};
 use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
+use super::commit;
 use super::fetch::{self, Route};
 use super::vcl::{ClientResponse, ClientSession};
-use super::{respond, synth, Shared};
+use super::{headers, respond, synth, Shared};
 use crate::backend::OutgoingBody;
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
@@ -43,17 +44,18 @@ const MAX_RESTARTS: u32 = 4;
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     client: SocketAddr,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
     let version = shared.active.load_full();
-    let (mut response, cache) = match (bad_host(&request, version.policy.is_some()), &version.policy) {
-        (Some(problem), _) => (synth::plain(StatusCode::BAD_REQUEST, problem), CacheState::Synth),
+    let (response, cache) = match (refusal(&mut request, version.policy.is_some()), &version.policy) {
+        (Some(problem), _) => (synth::plain(StatusCode::BAD_REQUEST, &problem), CacheState::Synth),
         (None, Some(program)) => vcl_route(&shared, &version, program, client, request).await,
         (None, None) => route(&shared, &version, client, request).await,
     };
+    let mut response = commit::started(response).await;
     if version.policy.is_none() {
         response.headers_mut().insert(
             &shared.cache_status_header,
@@ -75,6 +77,18 @@ pub(crate) async fn handle(
         client: client.ip(),
     });
     response
+}
+
+/// Why the request is refused (400) before the policy, the cache or the origin see it: its
+/// `Host` ([`bad_host`]), or a `Connection` naming an end-to-end field. Otherwise the fields
+/// its `Connection` names are removed from it here (see [`headers::take_connection_options`]).
+fn refusal<B>(request: &mut Request<B>, policy: bool) -> Option<String> {
+    if let Some(problem) = bad_host(request, policy) {
+        return Some(problem.to_string());
+    }
+    headers::take_connection_options(request.headers_mut())
+        .err()
+        .map(|refused| refused.to_string())
 }
 
 /// What is wrong with the request's `Host`, if it must be refused before anything else:

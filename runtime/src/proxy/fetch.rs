@@ -208,7 +208,7 @@ const CLIENT_PRECONDITIONS: [header::HeaderName; 6] = [
 /// object so the GETs that follow hit), the client's preconditions replaced by the cache's own
 /// when a stale object with validators is being revalidated.
 fn fill_request(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) -> Request<OutgoingBody> {
-    let mut bereq = backend_request(parts, client, Method::GET, empty_body());
+    let mut bereq = bodiless_get(parts, client);
     let headers = bereq.headers_mut();
     for name in &CLIENT_PRECONDITIONS {
         headers.remove(name);
@@ -219,9 +219,21 @@ fn fill_request(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) -> 
 
 /// The origin request for a key remembered as hit-for-pass: a pass in all but name (the
 /// response is still stored if it turns storable), so the client's own preconditions and
-/// `Range` go to the origin and its 304 or 206 comes back.
+/// `Range` go to the origin and its 304 or 206 comes back. A HEAD is sent as GET, as on a miss
+/// (Varnish's hit-for-miss): a bodiless response stored for the key would answer every later
+/// GET with an empty page.
 fn hit_for_pass_request(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
-    backend_request(parts, client, parts.method.clone(), empty_body())
+    bodiless_get(parts, client)
+}
+
+/// A GET for `parts` without a body: a fetch never forwards the client's body (a GET body has
+/// no defined meaning, RFC 9110 §9.3.1, and the object is shared), nor the `Content-Length`
+/// that announced it, which the origin would otherwise read the next request on its connection
+/// as (Varnish filters it from fetches the same way).
+fn bodiless_get(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
+    let mut bereq = backend_request(parts, client, Method::GET, empty_body());
+    bereq.headers_mut().remove(header::CONTENT_LENGTH);
+    bereq
 }
 
 fn fill_preconditions(headers: &mut http::HeaderMap, stale: Option<&CachedObject>) {
@@ -368,6 +380,11 @@ const HIT_FIELDS: usize = 4;
 enum NotStored {
     /// The rules or the policy say so: relay the response as it is.
     Because(&'static str),
+    /// The client's own `no-store` (RFC 9111 §5.2.1.5): this response stays out of the store,
+    /// but that says nothing about the URL, so the key is not remembered as hit-for-pass (one
+    /// client could otherwise keep everyone's requests for it from being cached), and a
+    /// stored object being revalidated stays.
+    RequestNoStore,
     /// `vcl_backend_response` replaced the response: send this one.
     Replaced(Box<Response<ProxyBody>>),
     /// `vcl_backend_response` returned `retry`: fetch again.
@@ -478,6 +495,15 @@ impl FetchTask {
                     let _ = delivered.send(Delivery::Replaced(*response));
                     return;
                 }
+                (Err(NotStored::RequestNoStore), None) => {
+                    tracing::debug!(
+                        status = parts.status.as_u16(),
+                        "not stored: the request said no-store"
+                    );
+                    // Dropping the leader unpublished sends its waiters to look again.
+                    let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
+                    return;
+                }
                 (Err(NotStored::Because(reason)), None) => {
                     tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
                     match &self.leader {
@@ -558,6 +584,10 @@ impl FetchTask {
                 self.shared.store.insert(self.key.clone(), rule, object.clone());
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
+            Err(NotStored::RequestNoStore) => {
+                let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
+                let _ = delivered.send(Delivery::Revalidated(object));
+            }
             Err(NotStored::Replaced(response)) => {
                 self.shared.store.purge(&self.key);
                 let _ = delivered.send(Delivery::Replaced(*response));
@@ -607,7 +637,10 @@ impl FetchTask {
                 &directives,
                 &shared.storing,
             )
-            .map_err(|reason| NotStored::Because(reason.as_str()))?;
+            .map_err(|reason| match reason {
+                storable::NotStorable::RequestNoStore => NotStored::RequestNoStore,
+                reason => NotStored::Because(reason.as_str()),
+            })?;
         } else if status.is_informational()
             || *status == StatusCode::PARTIAL_CONTENT
             || *status == StatusCode::NOT_MODIFIED

@@ -1,5 +1,5 @@
-//! Header rules of an intermediary: hop-by-hop removal (RFC 9110 §7.6.1), `Via` (§7.6.3),
-//! `X-Forwarded-For`.
+//! Header rules of an intermediary: hop-by-hop removal (RFC 9110 §7.6.1), what a client's
+//! `Connection` may name, `Via` (§7.6.3), `X-Forwarded-For`.
 
 use std::net::IpAddr;
 
@@ -21,16 +21,92 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Removes hop-by-hop fields, including every field the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
+    for name in connection_options(headers).iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+}
+
+/// The field names listed in `Connection`.
+fn connection_options(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
-        .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
-        headers.remove(name);
+        .collect()
+}
+
+/// Well-known end-to-end fields (Varnish 7's `tbl/http_headers.h` without the ones it filters
+/// on a pass): the cache key, `Vary`, the freshness rules, the policy or the origin read them.
+const END_TO_END: [HeaderName; 43] = [
+    header::ACCEPT,
+    header::ACCEPT_CHARSET,
+    header::ACCEPT_ENCODING,
+    header::ACCEPT_LANGUAGE,
+    header::ACCEPT_RANGES,
+    header::AGE,
+    header::ALLOW,
+    header::AUTHORIZATION,
+    header::CACHE_CONTROL,
+    header::CONTENT_ENCODING,
+    header::CONTENT_LANGUAGE,
+    header::CONTENT_LENGTH,
+    header::CONTENT_LOCATION,
+    HeaderName::from_static("content-md5"),
+    header::CONTENT_RANGE,
+    header::CONTENT_TYPE,
+    header::COOKIE,
+    header::DATE,
+    header::ETAG,
+    header::EXPECT,
+    header::EXPIRES,
+    header::FROM,
+    header::HOST,
+    header::IF_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_NONE_MATCH,
+    header::IF_RANGE,
+    header::IF_UNMODIFIED_SINCE,
+    header::LAST_MODIFIED,
+    header::LOCATION,
+    header::MAX_FORWARDS,
+    header::PRAGMA,
+    header::RANGE,
+    header::REFERER,
+    header::RETRY_AFTER,
+    header::SERVER,
+    header::SET_COOKIE,
+    header::USER_AGENT,
+    header::VARY,
+    header::VIA,
+    header::WARNING,
+    header::WWW_AUTHENTICATE,
+    HeaderName::from_static("x-forwarded-for"),
+];
+
+/// A client's `Connection` named an end-to-end field.
+#[derive(Debug, thiserror::Error)]
+#[error("Connection names {0}, an end-to-end field: it cannot be removed for this hop")]
+pub struct NamesEndToEnd(HeaderName);
+
+/// Applies a client's `Connection` options to its own request (RFC 9110 §7.6.1): the fields it
+/// names are for this hop only and are removed before the cache key, the policy or the origin
+/// sees the request, so that all three see the same one (a variant stored under `X-Device:
+/// mobile` must be the origin's answer with that field). A request naming a well-known
+/// end-to-end field is refused, as Varnish 7's `http_DoConnection` refuses it (400): `Host`
+/// stripped before the fetch would store the origin's default site under the client's host.
+pub fn take_connection_options(headers: &mut HeaderMap) -> Result<(), NamesEndToEnd> {
+    let named = connection_options(headers);
+    if let Some(refused) = named.iter().find(|name| END_TO_END.contains(name)) {
+        return Err(NamesEndToEnd(refused.clone()));
     }
+    for name in &named {
+        if name != header::CONNECTION {
+            headers.remove(name);
+        }
+    }
+    Ok(())
 }
 
 /// The `Via` entry for a message received with `version`.
@@ -77,6 +153,31 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1, "{headers:?}");
         assert!(headers.contains_key(header::CONTENT_TYPE));
+    }
+
+    #[test]
+    fn connection_may_name_hop_fields_but_not_end_to_end_ones() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("close, X-Device, te"),
+        );
+        headers.insert("x-device", HeaderValue::from_static("mobile"));
+        headers.insert(header::HOST, HeaderValue::from_static("site.test"));
+        take_connection_options(&mut headers).expect("hop fields may be named");
+        assert!(!headers.contains_key("x-device"), "{headers:?}");
+        assert!(headers.contains_key(header::CONNECTION) && headers.contains_key(header::HOST));
+
+        for named in ["Host", "close, host", "Accept-Encoding", "x-forwarded-for"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONNECTION, HeaderValue::from_static(named));
+            headers.insert(header::HOST, HeaderValue::from_static("site.test"));
+            assert!(take_connection_options(&mut headers).is_err(), "{named}");
+            assert!(
+                headers.contains_key(header::HOST),
+                "nothing removed from a refused request"
+            );
+        }
     }
 
     #[test]

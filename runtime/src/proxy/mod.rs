@@ -3,10 +3,12 @@
 //! `driver` is the only code that orders the phases (recv, hash, lookup, fetch,
 //! backend_response, store, deliver); `fetch` runs one origin fetch, storing what may be stored;
 //! `headers` holds the intermediary's header rules; `synth` is the only place that picks error
-//! statuses; `access_log` writes one event per request.
+//! statuses; `access_log` writes one event per request; `commit` holds a response back until
+//! its body has started (a body broken from the start becomes a 502).
 
 mod access_log;
 mod attempts;
+mod commit;
 mod driver;
 mod fetch;
 mod headers;
