@@ -135,11 +135,16 @@ struct OriginState {
     log: Mutex<Vec<Seen>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Set by [`Origin::count_only`]: keep the total, not the log or the per-target counts.
+    count_only: std::sync::atomic::AtomicBool,
 }
 
 impl OriginState {
     fn record(&self, seen: Seen) {
         self.total.fetch_add(1, Ordering::SeqCst);
+        if self.count_only.load(Ordering::Relaxed) {
+            return;
+        }
         *self
             .per_target
             .lock()
@@ -299,6 +304,12 @@ impl Origin {
             stop: Some(stop),
             task: Some(task),
         }
+    }
+
+    /// From now on keeps only the total count: for tests that send so many requests that the
+    /// log would weigh in their memory measurements.
+    pub fn count_only(&self) {
+        self.state.count_only.store(true, Ordering::Relaxed);
     }
 
     /// Requests received so far.
@@ -641,6 +652,76 @@ impl H2c {
         tokio::time::timeout(EXCHANGE_LIMIT, exchange)
             .await
             .expect("h2 exchange in time")
+    }
+}
+
+// === impl H2Frames ===
+
+/// An HTTP/2 cleartext connection driven with the `h2` crate, for what hyper's client will not
+/// do: reset streams at will, send `host` next to a different `:authority`, see GOAWAY.
+pub struct H2Frames {
+    pub send: h2::client::SendRequest<Bytes>,
+    pings: h2::PingPong,
+    /// The connection task; it ends when the server closes the connection.
+    pub connection: JoinHandle<Result<(), h2::Error>>,
+}
+
+impl H2Frames {
+    pub async fn connect(addr: SocketAddr) -> H2Frames {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let (send, mut connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+        let pings = connection.ping_pong().expect("the first ping_pong");
+        H2Frames {
+            send,
+            pings,
+            connection: tokio::spawn(connection),
+        }
+    }
+
+    /// Opens a GET stream for `uri` (absolute: its authority is `:authority`) with `headers`.
+    pub async fn open(
+        &mut self,
+        uri: &str,
+        headers: Headers<'_>,
+    ) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), h2::Error> {
+        let mut request = Request::get(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(()).expect("valid request");
+        self.send = self.send.clone().ready().await?;
+        self.send.send_request(request, true)
+    }
+
+    /// A GET and its whole response.
+    pub async fn get(&mut self, uri: &str, headers: Headers<'_>) -> Result<Reply, h2::Error> {
+        let exchange = async {
+            let (response, _) = self.open(uri, headers).await?;
+            let (parts, mut body) = response.await?.into_parts();
+            let mut bytes = Vec::new();
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk?;
+                let _ = body.flow_control().release_capacity(chunk.len());
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(Reply {
+                status: parts.status,
+                version: parts.version,
+                headers: parts.headers,
+                body: bytes.into(),
+            })
+        };
+        tokio::time::timeout(EXCHANGE_LIMIT, exchange)
+            .await
+            .expect("h2 exchange in time")
+    }
+
+    /// Returns once the server answered a PING sent now: it has read every frame sent before.
+    pub async fn round_trip(&mut self) -> Result<(), h2::Error> {
+        tokio::time::timeout(EXCHANGE_LIMIT, self.pings.ping(h2::Ping::opaque()))
+            .await
+            .expect("a PONG in time")
+            .map(drop)
     }
 }
 

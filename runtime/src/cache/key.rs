@@ -18,6 +18,11 @@ impl CacheKey {
         CacheKey(bytes.into())
     }
 
+    /// Bytes of the key.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// A key from what the policy's `vcl_hash` fed to `hash_data`.
     pub fn from_hash_data(data: &[u8]) -> CacheKey {
         CacheKey(data.into())

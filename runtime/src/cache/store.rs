@@ -9,13 +9,21 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::HeaderMap;
+use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
 use moka::Expiry;
 
 use super::key::CacheKey;
 use super::object::CachedObject;
 use super::rules::vary::VaryRule;
+use crate::config::CacheAdmission;
 use crate::stats::Stats;
+
+/// What a primary key costs besides its objects: moka's entry (hash-table slot, access-order
+/// and write-order nodes, timer-wheel node, entry info, each its own allocation), the
+/// [`Variants`] and its object list. Estimated from moka 0.12's structures; the memory tests
+/// (`tests/security_memory.rs`) check the sum against the process's RSS.
+const KEY_OVERHEAD: u64 = 512;
 
 /// Most variants kept per primary key; the oldest goes when a new one arrives.
 const MAX_VARIANTS: usize = 32;
@@ -29,6 +37,16 @@ pub struct Variants {
 }
 
 impl Variants {
+    fn new(key: &CacheKey, rule: VaryRule, objects: Vec<Arc<CachedObject>>) -> Variants {
+        let objects_weight: u64 = objects.iter().map(|o| o.weight()).sum();
+        let list = (objects.capacity() * size_of::<Arc<CachedObject>>()) as u64;
+        Variants {
+            rule,
+            objects,
+            weight: KEY_OVERHEAD + key.len() as u64 + list + objects_weight,
+        }
+    }
+
     fn retention(&self) -> Duration {
         self.objects
             .iter()
@@ -73,9 +91,15 @@ pub struct Store {
 }
 
 impl Store {
-    /// A store holding at most `capacity` bytes.
-    pub fn new(capacity: u64, stats: Arc<Stats>) -> Store {
+    /// A store holding at most `capacity` bytes; `admission` decides whether a new object may
+    /// evict others when it is full.
+    pub fn new(capacity: u64, admission: CacheAdmission, stats: Arc<Stats>) -> Store {
+        let policy = match admission {
+            CacheAdmission::Lru => EvictionPolicy::lru(),
+            CacheAdmission::TinyLfu => EvictionPolicy::tiny_lfu(),
+        };
         let objects = Cache::builder()
+            .eviction_policy(policy)
             .eviction_listener(move |_key, _value, cause| {
                 if cause == moka::notification::RemovalCause::Size {
                     stats.evictions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -118,15 +142,8 @@ impl Store {
             objects.remove(0);
         }
         objects.push(object);
-        let weight = objects.iter().map(|o| o.weight()).sum();
-        self.objects.insert(
-            key,
-            Arc::new(Variants {
-                rule,
-                objects,
-                weight,
-            }),
-        );
+        let variants = Variants::new(&key, rule, objects);
+        self.objects.insert(key, Arc::new(variants));
     }
 
     /// Removes every variant of a key. Returns whether anything was stored.

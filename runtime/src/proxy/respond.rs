@@ -75,39 +75,40 @@ pub(super) fn from_object(
         return response;
     }
     let whole = &object.body;
-    let length = whole.len() as u64;
+    let length = whole.len();
     let ranges = if head.status == StatusCode::OK {
         range::evaluate_range(method, request, &head.headers, length)
     } else {
         RangeOutcome::Full
     };
     let mut headers = head.headers.clone();
-    let (status, body) = match ranges {
+    let (status, body, body_length) = match ranges {
         RangeOutcome::Full => {
             let body = if method == Method::HEAD {
                 ProxyBody::empty()
             } else {
-                ProxyBody::full(whole.clone())
+                whole.to_body()
             };
             return with_age(response(head.status, headers, body), head, now);
         }
         RangeOutcome::Single(part) => {
             headers.insert(header::CONTENT_RANGE, range::content_range(&part, length));
-            let body = whole.slice(part.start as usize..part.end as usize);
-            (StatusCode::PARTIAL_CONTENT, body)
+            let (body, body_length) = whole.range_body(part);
+            (StatusCode::PARTIAL_CONTENT, body, body_length)
         }
         RangeOutcome::Multi(parts) => {
             let body = range::multipart_body(whole, &parts, head.headers.get(header::CONTENT_TYPE), BOUNDARY);
             if let Some(content_type) = range::multipart_content_type(BOUNDARY) {
                 headers.insert(header::CONTENT_TYPE, content_type);
             }
-            (StatusCode::PARTIAL_CONTENT, body)
+            let body_length = body.len() as u64;
+            (StatusCode::PARTIAL_CONTENT, ProxyBody::full(body), body_length)
         }
         RangeOutcome::Unsatisfiable => {
             headers.insert(header::CONTENT_RANGE, range::unsatisfied_content_range(length));
-            (StatusCode::RANGE_NOT_SATISFIABLE, bytes::Bytes::new())
+            (StatusCode::RANGE_NOT_SATISFIABLE, ProxyBody::empty(), 0)
         }
     };
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    with_age(response(status, headers, ProxyBody::full(body)), head, now)
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body_length));
+    with_age(response(status, headers, body), head, now)
 }

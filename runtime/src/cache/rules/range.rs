@@ -10,6 +10,7 @@ use http::Method;
 
 use super::conditional::if_range_matches;
 use super::syntax::{list_members, trim_ows};
+use crate::cache::body::StoredBody;
 
 #[cfg(test)]
 mod tests;
@@ -182,12 +183,12 @@ pub(crate) fn multipart_content_type(boundary: &str) -> Option<HeaderValue> {
 /// the representation's `Content-Type` (if any) and its `Content-Range`. Ranges come from
 /// [`parse_range`] with `len == body.len()`; anything outside `body` is clamped, never a panic.
 pub(crate) fn multipart_body(
-    body: &Bytes,
+    body: &StoredBody,
     ranges: &[Range<u64>],
     content_type: Option<&HeaderValue>,
     boundary: &str,
 ) -> Bytes {
-    let len = body.len() as u64;
+    let len = body.len();
     let data: usize = ranges.iter().map(|r| (r.end - r.start) as usize).sum();
     let mut out = BytesMut::with_capacity(data + ranges.len() * 128 + boundary.len() + 8);
     for r in ranges {
@@ -202,8 +203,7 @@ pub(crate) fn multipart_body(
         out.put_slice(b"Content-Range: ");
         out.put_slice(content_range(r, len).as_bytes());
         out.put_slice(b"\r\n\r\n");
-        let end = (r.end as usize).min(body.len());
-        out.put_slice(body.get(r.start as usize..end).unwrap_or_default());
+        body.copy_range(r.clone(), &mut out);
         out.put_slice(b"\r\n");
     }
     out.put_slice(b"--");
