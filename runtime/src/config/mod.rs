@@ -47,6 +47,69 @@ pub enum LogFormat {
     Json,
 }
 
+/// Who may make edgecache drop stored responses by sending an unsafe method (`POST`, `PUT`,
+/// `DELETE`, `PATCH`, any unknown method) that the origin answers with 2xx or 3xx (RFC 9111 §4.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum InvalidateOnUnsafe {
+    /// Every client, as RFC 9111 §4.4 has it; in front of the public, anyone can then evict any
+    /// page whose URL the origin answers a `POST` for.
+    All,
+    /// Only clients in `purge_allow`, the networks trusted to `PURGE`.
+    #[default]
+    Allowed,
+    /// No one: only `PURGE`, bans, the admin API and expiry remove objects.
+    Off,
+}
+
+impl std::str::FromStr for InvalidateOnUnsafe {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "all" => Ok(InvalidateOnUnsafe::All),
+            "allowed" => Ok(InvalidateOnUnsafe::Allowed),
+            "off" => Ok(InvalidateOnUnsafe::Off),
+            other => Err(format!("`{other}` is not all, allowed or off")),
+        }
+    }
+}
+
+/// Which objects the cache takes in once it is full (`--cache-admission`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CacheAdmission {
+    /// Every storable response is stored; the least recently used objects make room. What
+    /// Varnish (and nginx's cache manager) do, so an operator coming from them gets the objects
+    /// they expect in the cache. Default.
+    #[default]
+    Lru,
+    /// moka's TinyLFU: a new object gets in only if it is asked for more often than the objects
+    /// it would push out. Keeps a burst of one-off URLs from flushing a hot set, but refuses
+    /// nearly every large object into a full cache (one large object evicts many small ones).
+    TinyLfu,
+}
+
+impl std::str::FromStr for CacheAdmission {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "lru" => Ok(CacheAdmission::Lru),
+            "tinylfu" => Ok(CacheAdmission::TinyLfu),
+            other => Err(format!("`{other}` is not lru or tinylfu")),
+        }
+    }
+}
+
+/// Parses `--finish-abandoned-fills`: `on` (always finish, as Varnish), `off` (stop at once)
+/// or a size (finish when at most that many bytes are still to come).
+pub fn parse_finish_abandoned_fills(text: &str) -> Result<u64, String> {
+    match text {
+        "on" => Ok(u64::MAX),
+        "off" => Ok(0),
+        size => parse_size(size).map_err(|error| format!("`{size}` is not on, off or a size ({error})")),
+    }
+}
+
 /// Timeouts for talking to an origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackendTimeouts {
@@ -68,6 +131,84 @@ impl Default for BackendTimeouts {
     }
 }
 
+/// Timeouts for client connections; each closes the connection (or ends the request) of a
+/// client that is too slow, so slow clients cannot hold connections open (slowloris).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    /// From the first byte of a request head to its end (`--header-timeout`). Default 10 s;
+    /// nginx's `client_header_timeout` is 60 s, Varnish's `timeout_idle` (5 s) covers the wait
+    /// for a request and its head together.
+    pub header: Duration,
+    /// How long a connection with no request in flight stays open: before its first request
+    /// and between keep-alive requests (`--idle-timeout`). Default 5 s, Varnish's
+    /// `timeout_idle`; nginx's `keepalive_timeout` is 75 s. HTTP/2 connections get GOAWAY.
+    pub idle: Duration,
+    /// Longest silence between two reads of a request body (`--body-timeout`): the request ends
+    /// with 408 and its origin connection is closed. Default 60 s, nginx's
+    /// `client_body_timeout`.
+    pub body: Duration,
+}
+
+impl Default for ClientTimeouts {
+    fn default() -> Self {
+        ClientTimeouts {
+            header: Duration::from_secs(10),
+            idle: Duration::from_secs(5),
+            body: Duration::from_secs(60),
+        }
+    }
+}
+
+/// How large a client's request head may be; past them the request is refused before the
+/// policy or the origin sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Any one header field (`name: value`), and the request line: a field over it gets 431,
+    /// a longer request target 414 (`--max-header-size`). Default 8 KiB, Varnish's
+    /// `http_req_hdr_len`; nginx's `large_client_header_buffers` is 8 KiB too.
+    pub max_header_size: usize,
+    /// The whole head: request line and every field; past it 431 (`--max-request-head`).
+    /// Default 32 KiB, Varnish's `http_req_size`. For HTTP/2 it is the advertised
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE`.
+    pub max_request_head: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            max_header_size: 8 * 1024,
+            max_request_head: 32 * 1024,
+        }
+    }
+}
+
+/// Per-connection caps on what an HTTP/2 client may make edgecache do for nothing ("rapid
+/// reset", CVE-2023-44487). Past either, the connection gets GOAWAY and its new streams 429.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct H2Limits {
+    /// Origin fetches started by streams the client reset before their response, per
+    /// `rapid_reset_period` (`--h2-rapid-reset-limit`; 0 turns the cap off). Default 100, as
+    /// Varnish's `h2_rapid_reset_limit` (which counts every early reset).
+    pub rapid_reset_limit: u32,
+    /// The period over which `rapid_reset_limit` refills (`--h2-rapid-reset-period`).
+    /// Default 60 s, Varnish's `h2_rapid_reset_period`.
+    pub rapid_reset_period: Duration,
+    /// New streams per second (`--h2-max-streams-per-second`; 0 turns the cap off). Default
+    /// 20,000: above what one connection of a multiplexing load balancer sends edgecache at
+    /// full load on two cores, far below a reset flood.
+    pub max_streams_per_second: u32,
+}
+
+impl Default for H2Limits {
+    fn default() -> Self {
+        H2Limits {
+            rapid_reset_limit: 100,
+            rapid_reset_period: Duration::from_secs(60),
+            max_streams_per_second: 20_000,
+        }
+    }
+}
+
 /// Everything the runtime needs to start.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -79,16 +220,41 @@ pub struct Config {
     pub policy: Option<PathBuf>,
     /// Cache capacity in bytes (headers + body of every object). Default 256 MiB.
     pub cache_size: u64,
-    /// Largest object stored; larger responses stream through. Default 16 MiB.
+    /// Largest object stored; larger responses stream through: a body without
+    /// `Content-Length` that grows past it is not stored, and from then on only what its
+    /// slowest reader has not read yet is kept. Default 16 MiB.
     pub max_object_size: u64,
+    /// Which objects a full cache takes in (`--cache-admission`). Default LRU, as Varnish.
+    pub cache_admission: CacheAdmission,
+    /// How many more bytes a cache fill whose last client went away may read to complete its
+    /// object (`--finish-abandoned-fills`): `u64::MAX` (`on`) finishes every fill, as Varnish
+    /// does; `0` (`off`) stops at once and closes the origin connection; a size finishes only
+    /// fills with at most that much left (a body of unknown length is stopped once that much
+    /// more arrived). Default `on`: the object is storable and at most `max_object_size`, and
+    /// the next client gets a hit. Fills of bodies past `max_object_size` always stop.
+    pub finish_abandoned_fills: u64,
     /// TTL for storable responses without freshness information. Default 0 (RFC 9111).
     pub default_ttl: Duration,
     /// Worker threads; `None` = one per core.
     pub threads: Option<usize>,
     /// Origin timeouts.
     pub timeouts: BackendTimeouts,
+    /// Client connection timeouts.
+    pub client_timeouts: ClientTimeouts,
+    /// Open client connections, on all listeners together (`--max-connections`). Past it the
+    /// listeners stop accepting: new clients wait in the kernel's listen backlog until a
+    /// connection closes, as HAProxy's `maxconn`. Default 10,000; keep it below half of the
+    /// file descriptor limit (`ulimit -n`), since each client may hold an origin connection too.
+    pub max_connections: usize,
+    /// Request head size limits (Varnish's `http_req_hdr_len`, `http_req_size`).
+    pub request_limits: RequestLimits,
+    /// HTTP/2 stream and reset caps per connection.
+    pub h2_limits: H2Limits,
     /// Client networks allowed to send `PURGE`. Default loopback only.
     pub purge_allow: Vec<IpNet>,
+    /// Who invalidates stored responses by unsafe methods (`--invalidate-on-unsafe`). Default
+    /// `Allowed`: the clients in `purge_allow`.
+    pub invalidate_on_unsafe: InvalidateOnUnsafe,
     /// Response header that reports the cache result. Default `x-cache`.
     pub cache_status_header: HeaderName,
     /// How long an uncacheable key is remembered as hit-for-pass. Default 120 s (Varnish).
@@ -135,13 +301,20 @@ impl Default for Config {
             policy: None,
             cache_size: 256 * 1024 * 1024,
             max_object_size: 16 * 1024 * 1024,
+            cache_admission: CacheAdmission::Lru,
+            finish_abandoned_fills: u64::MAX,
             default_ttl: Duration::ZERO,
             threads: None,
             timeouts: BackendTimeouts::default(),
+            client_timeouts: ClientTimeouts::default(),
+            max_connections: 10_000,
+            request_limits: RequestLimits::default(),
+            h2_limits: H2Limits::default(),
             purge_allow: vec![
                 "127.0.0.0/8".parse().expect("literal"),
                 "::1/128".parse().expect("literal"),
             ],
+            invalidate_on_unsafe: InvalidateOnUnsafe::default(),
             cache_status_header: HeaderName::from_static("x-cache"),
             hit_for_pass_ttl: Duration::from_secs(120),
             coalesce_wait: Duration::from_secs(10),
@@ -163,6 +336,10 @@ impl Default for Config {
 /// More worker threads than this is a typo: each reserves its own stack.
 const MAX_THREADS: usize = 1024;
 
+/// More client connections than this is a typo: it is Linux's default ceiling on a process's
+/// file descriptors (`fs.nr_open`).
+const MAX_CONNECTIONS: usize = 1 << 20;
+
 impl Config {
     /// Checks cross-field rules that single values cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -180,6 +357,28 @@ impl Config {
                 format!("1 to {MAX_THREADS}; the default is one per core"),
             ));
         }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err(ConfigError::new(
+                "max_connections (--max-connections)",
+                format!("{} client connections", self.max_connections),
+                format!("1 to {MAX_CONNECTIONS}"),
+            ));
+        }
+        for (key, timeout) in [
+            ("header_timeout (--header-timeout)", self.client_timeouts.header),
+            ("idle_timeout (--idle-timeout)", self.client_timeouts.idle),
+            ("body_timeout (--body-timeout)", self.client_timeouts.body),
+        ] {
+            if timeout.is_zero() {
+                return Err(ConfigError::new(
+                    key,
+                    "0 would close every client at once",
+                    "a duration above 0, e.g. 10s",
+                ));
+            }
+        }
+        self.request_limits.validate()?;
+        self.h2_limits.validate()?;
         let mut seen = Vec::with_capacity(self.listen.len());
         for address in &self.listen {
             if seen.contains(&address) {
@@ -217,6 +416,54 @@ impl Config {
                      or --admin-token-file FILE to require a bearer token",
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+/// hyper buffers no less than this for a request head.
+const MIN_REQUEST_HEAD: usize = 8 * 1024;
+/// A head larger than this is not a request any client sends; the buffer is held per connection.
+const MAX_REQUEST_HEAD: usize = 1024 * 1024;
+/// Shorter than this, ordinary cookies and URLs would be refused.
+const MIN_HEADER_SIZE: usize = 1024;
+
+impl RequestLimits {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(MIN_REQUEST_HEAD..=MAX_REQUEST_HEAD).contains(&self.max_request_head) {
+            return Err(ConfigError::new(
+                "max_request_head (--max-request-head)",
+                format!("{} bytes", self.max_request_head),
+                format!(
+                    "{}k to {}m; the default is 32k",
+                    MIN_REQUEST_HEAD >> 10,
+                    MAX_REQUEST_HEAD >> 20
+                ),
+            ));
+        }
+        if !(MIN_HEADER_SIZE..=self.max_request_head).contains(&self.max_header_size) {
+            return Err(ConfigError::new(
+                "max_header_size (--max-header-size)",
+                format!("{} bytes", self.max_header_size),
+                format!(
+                    "{}k up to max_request_head ({} bytes); the default is 8k",
+                    MIN_HEADER_SIZE >> 10,
+                    self.max_request_head
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl H2Limits {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.rapid_reset_limit > 0 && self.rapid_reset_period.is_zero() {
+            return Err(ConfigError::new(
+                "h2_rapid_reset_period (--h2-rapid-reset-period)",
+                "0 would never refill the budget of --h2-rapid-reset-limit",
+                "a duration above 0, e.g. 60s (or --h2-rapid-reset-limit 0 to turn the cap off)",
+            ));
         }
         Ok(())
     }

@@ -20,9 +20,10 @@ use tokio::time::Instant;
 use super::access_log::{self, AccessRecord};
 use super::commit;
 use super::fetch::{self, Route};
+use super::request_checks;
 use super::vcl::{ClientResponse, ClientSession};
 use super::{headers, respond, synth, Shared};
-use crate::backend::OutgoingBody;
+use crate::backend::{ClientBody, OutgoingBody};
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
 use crate::cache::key::CacheKey;
@@ -50,8 +51,15 @@ pub(crate) async fn handle(
     let method = request.method().clone();
     let uri = request.uri().clone();
     let version = shared.active.load_full();
-    let (response, cache) = match (refusal(&mut request, version.policy.is_some()), &version.policy) {
-        (Some(problem), _) => (synth::plain(StatusCode::BAD_REQUEST, &problem), CacheState::Synth),
+    let refused = refusal(&mut request, version.policy.is_some())
+        .map(|problem| (StatusCode::BAD_REQUEST, problem))
+        .or_else(|| {
+            request_checks::check(&mut request, &shared.request_limits)
+                .err()
+                .map(|refused| (refused.status(), refused.to_string()))
+        });
+    let (response, cache) = match (refused, &version.policy) {
+        (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
         (None, Some(program)) => vcl_route(&shared, &version, program, client, request).await,
         (None, None) => route(&shared, &version, client, request).await,
     };
@@ -121,8 +129,10 @@ fn is_host(value: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(b))
 }
 
-fn streamed(body: Incoming) -> OutgoingBody {
-    body.map_err(Into::into).boxed_unsync()
+/// The client's body as the origin gets it, failing after `silence` without data
+/// (`--body-timeout`).
+fn streamed(body: Incoming, silence: std::time::Duration) -> OutgoingBody {
+    ClientBody::new(body, silence).boxed_unsync()
 }
 
 // === the builtin behaviour, natively ===
@@ -140,7 +150,15 @@ async fn route(
     }
     if builtin_passes(&parts) {
         return (
-            fetch::pass(shared, version, route, client, &parts, streamed(body)).await,
+            fetch::pass(
+                shared,
+                version,
+                route,
+                client,
+                &parts,
+                streamed(body, shared.body_timeout),
+            )
+            .await,
             CacheState::Pass,
         );
     }
@@ -225,7 +243,7 @@ fn default_key(request: &Parts) -> CacheKey {
 /// `PURGE`: removes every variant of the URL, for clients in the allow list.
 fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<ProxyBody> {
     let address = client.ip().to_canonical();
-    if !shared.purge_allow.iter().any(|net| net.contains(&address)) {
+    if !shared.purge_allowed(address) {
         return synth::plain(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("PURGE is not allowed from {address}; allowed networks are set with --purge-allow"),
@@ -338,10 +356,15 @@ async fn lookup(
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
                 FetchOutcome::Streaming { head, rule, body } => {
-                    if variant_matches(&rule, &request.headers, &head.variant) {
+                    // No reader: the body grew too large to store and its start is gone;
+                    // looking again finds the key hit-for-pass.
+                    let reader = variant_matches(&rule, &request.headers, &head.variant)
+                        .then(|| body.reader())
+                        .flatten();
+                    if let Some(reader) = reader {
                         let now = SystemTime::now();
                         let response =
-                            respond::from_head(&head, body.reader(), &request.method, &request.headers, now);
+                            respond::from_head(&head, reader, &request.method, &request.headers, now);
                         return Ok((response, CacheState::Hit));
                     }
                 }
@@ -434,6 +457,7 @@ async fn vcl_route(
     request: Request<Incoming>,
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
+    let had_body = !http_body::Body::is_end_stream(&body);
     let mut body = Some(body);
     let mut session = ClientSession::new(parts, client, version);
     loop {
@@ -479,7 +503,18 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(version, session.backend_hint);
-                    let outgoing = body.take().map_or_else(fetch::empty_body, streamed);
+                    let outgoing = match body.take() {
+                        Some(body) => streamed(body, shared.body_timeout),
+                        // As Varnish ("Uncached req.body can only be consumed once"): a
+                        // restarted request whose body already went to the origin fails rather
+                        // than send the origin the same request without its body.
+                        None if had_body => {
+                            let detail = "the request body was already sent to the origin once; \
+                                          a restarted request cannot send it again";
+                            break Step::Synth(503, Some(detail.to_string()));
+                        }
+                        None => fetch::empty_body(),
+                    };
                     let response = fetch::pass(shared, version, route, client, &session.req, outgoing).await;
                     break Step::Served(response, CacheState::Pass);
                 }

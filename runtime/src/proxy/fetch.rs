@@ -11,17 +11,18 @@ use std::time::{Duration, SystemTime};
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
+use http_body::{Body as _, Frame};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::oneshot;
 
 use super::attempts::{failure, Attempts, FetchFailure};
 use super::vcl::BackendSession;
-use super::{headers, respond, synth, Shared};
+use super::{h2_accounting, headers, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
-use crate::cache::object::{CachedObject, ObjectHead};
+use crate::cache::object::{compact_headers, compact_value, CachedObject, ObjectHead};
 use crate::cache::rules::control::{RequestDirectives, ResponseDirectives};
 use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
@@ -108,6 +109,7 @@ pub(super) async fn pass(
     parts: &Parts,
     body: OutgoingBody,
 ) -> Response<ProxyBody> {
+    h2_accounting::origin_fetch_started();
     let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
     let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
     loop {
@@ -115,7 +117,7 @@ pub(super) async fn pass(
             Ok(response) => response,
             Err(failed) => return failure(failed),
         };
-        invalidate_after(shared, parts, &response);
+        invalidate_after(shared, client.ip(), parts, &response);
         let (mut head, body) = response.into_parts();
         if let Some(program) = version.policy_defining(Sub::BackendResponse) {
             let mut request = parts.clone();
@@ -148,9 +150,10 @@ pub(super) async fn pass(
 }
 
 /// RFC 9111 §4.4: a non-error response to an unsafe method invalidates the stored responses
-/// for the target URI and the same-origin `Location` / `Content-Location`.
-fn invalidate_after<B>(shared: &Shared, request: &Parts, response: &Response<B>) {
-    if !invalidate::is_unsafe(&request.method) {
+/// for the target URI and the same-origin `Location` / `Content-Location`, when
+/// `--invalidate-on-unsafe` lets this client invalidate.
+fn invalidate_after<B>(shared: &Shared, client: IpAddr, request: &Parts, response: &Response<B>) {
+    if !invalidate::is_unsafe(&request.method) || !shared.may_invalidate(client) {
         return;
     }
     let host = request
@@ -177,10 +180,10 @@ fn invalidate_after<B>(shared: &Shared, request: &Parts, response: &Response<B>)
 
 /// What the fetch task hands the request that started it.
 enum Delivery {
-    /// A storable response, streaming into the cache.
+    /// A storable response, streaming into the cache, and the requester's reader of it.
     Stored {
         head: Arc<ObjectHead>,
-        body: Arc<SharedBody>,
+        body: ProxyBody,
     },
     /// The stale object, confirmed by a 304 and stored again with the new headers.
     Revalidated(Arc<CachedObject>),
@@ -281,6 +284,7 @@ pub(super) async fn miss(
     leader: Option<Leader>,
     stale: Option<Arc<CachedObject>>,
 ) -> (Response<ProxyBody>, CacheState) {
+    h2_accounting::origin_fetch_started();
     let request = parts.clone();
     let (method, request_headers) = (&request.method, &request.headers);
     let bereq = match (&leader, &stale) {
@@ -303,7 +307,7 @@ pub(super) async fn miss(
     let now = SystemTime::now();
     match delivery.await {
         Ok(Delivery::Stored { head, body }) => {
-            let response = respond::from_head(&head, body.reader(), method, request_headers, now);
+            let response = respond::from_head(&head, body, method, request_headers, now);
             (response, CacheState::Miss)
         }
         Ok(Delivery::Revalidated(object)) => {
@@ -356,6 +360,7 @@ pub(super) fn refresh_in_background(
     let Join::Leader(leader) = shared.coalescer.join(&key) else {
         return;
     };
+    h2_accounting::origin_fetch_started();
     let bereq = fill_request(request, client.ip(), Some(&stale));
     let task = FetchTask {
         shared: shared.clone(),
@@ -375,6 +380,10 @@ pub(super) fn refresh_in_background(
 
 /// Fields a hit typically adds to the stored ones (see [`FetchTask::judge`]).
 const HIT_FIELDS: usize = 4;
+
+/// What a body too large to store may hold ahead of its slowest reader; the fetch waits for
+/// that reader beyond it.
+const PASS_THROUGH_WINDOW: u64 = 1024 * 1024;
 
 /// Why a fetched response is not stored.
 enum NotStored {
@@ -516,7 +525,8 @@ impl FetchTask {
             }
         };
         let head = Arc::new(head);
-        let sink = Arc::new(SharedBody::default());
+        // Registered before the fill starts, so the fill knows someone reads it.
+        let (sink, reader) = SharedBody::with_reader(body.size_hint().exact());
         if let Some(leader) = &self.leader {
             leader.publish(FetchOutcome::Streaming {
                 head: head.clone(),
@@ -524,9 +534,10 @@ impl FetchTask {
                 body: sink.clone(),
             });
         }
+        // A requester that left drops the reader with the undelivered message.
         let _ = delivered.send(Delivery::Stored {
             head: head.clone(),
-            body: sink.clone(),
+            body: reader,
         });
         self.fill(body, head, rule, sink).await;
     }
@@ -571,9 +582,7 @@ impl FetchTask {
             Ok((head, rule)) => {
                 let object = Arc::new(CachedObject::new(Arc::new(head), stale.body.clone()));
                 if let Some(leader) = &self.leader {
-                    let body = Arc::new(SharedBody::default());
-                    body.push(object.body.clone());
-                    body.finish();
+                    let body = Arc::new(SharedBody::complete(&object.body));
                     let rule = Arc::new(rule.clone());
                     leader.publish(FetchOutcome::Streaming {
                         head: object.head.clone(),
@@ -696,14 +705,14 @@ impl FetchTask {
         }
         // Every hit clones this map and adds `Age`, the cache-status header and whatever
         // `vcl_deliver` or a plugin sets; room made once here spares each hit a rehash.
-        stored.reserve(HIT_FIELDS);
+        let stored = compact_headers(&stored, HIT_FIELDS);
         let url = self
             .request
             .uri
             .path_and_query()
             .map_or("/", |pq| pq.as_str())
             .into();
-        let host = self.request.headers.get(header::HOST).cloned();
+        let host = self.request.headers.get(header::HOST).map(compact_value);
         let head = ObjectHead {
             status: *status,
             grace,
@@ -764,31 +773,74 @@ impl FetchTask {
         decision.ok_or(NotStored::Because("beresp.uncacheable set by the policy"))
     }
 
-    /// Reads the origin body into `sink` and stores the object once complete.
+    /// Reads the origin body into `sink` and stores the object once complete. A body that
+    /// grows past `max_object_size` is not stored: it passes through at the pace of its slowest
+    /// reader and stops when no reader is left. A fill whose last reader left goes on only as
+    /// far as `finish_abandoned_fills` allows; stopping drops the origin response, which closes
+    /// its connection.
     async fn fill(self, mut body: TimedBody, head: Arc<ObjectHead>, rule: VaryRule, sink: Arc<SharedBody>) {
         let limit = self.shared.max_object_size;
-        let mut too_large = false;
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(frame) => {
-                    if let Ok(data) = frame.into_data() {
-                        too_large |= sink.push(data) > limit;
-                    }
+        let mut passing = false;
+        // Set when the last reader left: the length past which the fill stops.
+        let mut stop_past: Option<u64> = None;
+        let mut received: u64 = 0;
+        loop {
+            let frame = tokio::select! {
+                frame = body.frame() => frame,
+                () = sink.abandoned(), if stop_past.is_none() && !passing => {
+                    let budget = self.shared.finish_abandoned_fills;
+                    // Hyper's hint is what is still to come of a `Content-Length` body.
+                    stop_past = match body.size_hint().exact() {
+                        Some(remaining) if remaining <= budget => Some(u64::MAX),
+                        None if budget > 0 => Some(received.saturating_add(budget)),
+                        _ => {
+                            self.stop(&sink, "its last client left (--finish-abandoned-fills)");
+                            return;
+                        }
+                    };
+                    continue;
                 }
+            };
+            let Some(frame) = frame else { break };
+            let data = match frame.map(Frame::into_data) {
+                Ok(Ok(data)) => data,
+                // Trailers are not stored.
+                Ok(Err(_)) => continue,
                 Err(error) => {
                     tracing::warn!(backend = self.backend.name(), "{error}");
                     sink.fail(error.to_string());
                     return;
                 }
+            };
+            received = sink.push(data);
+            if !passing && received > limit {
+                tracing::debug!(
+                    limit,
+                    "body larger than max-object-size: not stored, passed through"
+                );
+                passing = true;
+                sink.pass_through();
+                match &self.leader {
+                    Some(leader) => leader.publish(FetchOutcome::Uncacheable),
+                    None => self.shared.coalescer.mark_hit_for_pass(self.key.clone()),
+                }
+            }
+            if passing && !sink.wait_for_readers(PASS_THROUGH_WINDOW).await {
+                self.stop(&sink, "every client of a body too large to store left");
+                return;
+            }
+            if stop_past.is_some_and(|past| received > past) {
+                self.stop(
+                    &sink,
+                    "its last client left and more than --finish-abandoned-fills arrived since",
+                );
+                return;
             }
         }
         // Stored before the readers see the end, so a client that read the whole body finds
         // the object in the cache (an immediate PURGE removes it).
-        if too_large {
-            tracing::debug!(limit, "body larger than max-object-size: not stored");
-            self.shared.coalescer.mark_hit_for_pass(self.key.clone());
-        } else {
-            let object = Arc::new(CachedObject::new(head, sink.contents()));
+        if !passing {
+            let object = Arc::new(CachedObject::new(head, sink.stored()));
             self.shared.store.insert(self.key.clone(), rule, object);
             self.shared.coalescer.clear_hit_for_pass(&self.key);
         }
@@ -796,5 +848,12 @@ impl FetchTask {
         if let Some(leader) = self.leader {
             leader.finish();
         }
+    }
+
+    /// Gives up a fill: its readers (if any are left) get an error after what they read, and
+    /// the leader goes without finishing, so the next request for the key fetches anew.
+    fn stop(&self, sink: &SharedBody, why: &str) {
+        tracing::debug!(backend = self.backend.name(), "fill stopped: {why}");
+        sink.fail(format!("fill stopped: {why}"));
     }
 }

@@ -4,26 +4,31 @@
 //! backend_response, store, deliver); `fetch` runs one origin fetch, storing what may be stored;
 //! `headers` holds the intermediary's header rules; `synth` is the only place that picks error
 //! statuses; `access_log` writes one event per request; `commit` holds a response back until
-//! its body has started (a body broken from the start becomes a 502).
+//! its body has started (a body broken from the start becomes a 502). `request_checks` holds
+//! what a client request must satisfy before anything else sees it (its refusals carry their
+//! 4xx/5xx);
+//! `h2_accounting` counts a request's origin fetches for the server's HTTP/2 caps.
 
 mod access_log;
 mod attempts;
+mod bans;
 mod commit;
 mod driver;
 mod fetch;
+mod h2_accounting;
 mod headers;
 mod plugins;
+mod request_checks;
 mod respond;
 mod synth;
 mod vcl;
 
-use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use parking_lot::RwLock;
-use policy_lang::{BanContext, BanExpr};
+use policy_lang::BanExpr;
 
 use http::HeaderName;
 use ipnet::IpNet;
@@ -35,52 +40,16 @@ use crate::cache::object::CachedObject;
 use crate::cache::rules::freshness::FreshnessOptions;
 use crate::cache::rules::storable::StoreOptions;
 use crate::cache::store::Store;
-use crate::config::Config;
+use crate::config::{Config, InvalidateOnUnsafe};
 use crate::stats::Stats;
 use crate::version::Version;
+use bans::BanList;
 
 pub(crate) use driver::handle;
-
-/// A ban: an expression over objects, applying to those stored before `since`.
-struct Ban {
-    expr: BanExpr,
-    since: SystemTime,
-}
-
-/// What a ban expression may test about an object.
-struct BanTarget<'a>(&'a CachedObject);
-
-impl BanContext for BanTarget<'_> {
-    fn obj_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
-        self.0
-            .head
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(Cow::Borrowed)
-    }
-
-    fn obj_status(&self) -> u16 {
-        self.0.head.status.as_u16()
-    }
-
-    fn req_url(&self) -> Option<Cow<'_, str>> {
-        Some(Cow::Borrowed(&self.0.head.url))
-    }
-
-    fn req_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
-        if name == http::header::HOST {
-            return self
-                .0
-                .head
-                .host
-                .as_ref()
-                .and_then(|v| v.to_str().ok())
-                .map(Cow::Borrowed);
-        }
-        None
-    }
-}
+#[cfg(test)]
+pub(crate) use h2_accounting::origin_fetch_started;
+pub(crate) use h2_accounting::{refused_stream, OriginFetches};
+pub(crate) use request_checks::MAX_METHOD_LEN;
 
 /// What every request shares: settings, the cache, the origin.
 pub(crate) struct Shared {
@@ -89,14 +58,21 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     /// Request durations for `/metrics`.
     pub latency: RequestLatency,
-    bans: RwLock<Vec<Ban>>,
+    bans: BanList,
     pub store: Store,
     pub coalescer: Coalescer,
     pub freshness: FreshnessOptions,
     pub storing: StoreOptions,
     pub max_object_size: u64,
+    /// Bytes an abandoned fill may still read (`Config::finish_abandoned_fills`).
+    pub finish_abandoned_fills: u64,
     pub coalesce_wait: Duration,
+    /// `--body-timeout`: the longest silence within a client's request body.
+    pub body_timeout: Duration,
+    /// `--max-header-size`, `--max-request-head`.
+    pub request_limits: crate::config::RequestLimits,
     pub purge_allow: Vec<IpNet>,
+    pub invalidate_on_unsafe: InvalidateOnUnsafe,
     pub cache_status_header: HeaderName,
     pub grace: Duration,
     pub keep: Duration,
@@ -111,8 +87,8 @@ impl Shared {
             active: ArcSwap::from_pointee(version),
             stats: stats.clone(),
             latency,
-            bans: RwLock::default(),
-            store: Store::new(config.cache_size, stats.clone()),
+            bans: BanList::default(),
+            store: Store::new(config.cache_size, config.cache_admission, stats.clone()),
             coalescer: Coalescer::new(config.hit_for_pass_ttl),
             freshness: FreshnessOptions {
                 default_ttl: config.default_ttl,
@@ -123,13 +99,33 @@ impl Shared {
                 default_ttl: config.default_ttl,
             },
             max_object_size: config.max_object_size,
+            finish_abandoned_fills: config.finish_abandoned_fills,
             coalesce_wait: config.coalesce_wait,
+            body_timeout: config.client_timeouts.body,
+            request_limits: config.request_limits,
             purge_allow: config.purge_allow.clone(),
+            invalidate_on_unsafe: config.invalidate_on_unsafe,
             cache_status_header: config.cache_status_header.clone(),
             grace: config.grace,
             keep: config.keep,
             ignore_request_cache_control: config.ignore_request_cache_control,
             targeted_cache_control: config.targeted_cache_control.clone(),
+        }
+    }
+
+    /// Whether `client` is in `--purge-allow`.
+    pub fn purge_allowed(&self, client: IpAddr) -> bool {
+        let address = client.to_canonical();
+        self.purge_allow.iter().any(|net| net.contains(&address))
+    }
+
+    /// Whether a non-error response to `client`'s unsafe request may invalidate stored
+    /// responses (RFC 9111 §4.4), per `--invalidate-on-unsafe`.
+    pub fn may_invalidate(&self, client: IpAddr) -> bool {
+        match self.invalidate_on_unsafe {
+            InvalidateOnUnsafe::All => true,
+            InvalidateOnUnsafe::Allowed => self.purge_allowed(client),
+            InvalidateOnUnsafe::Off => false,
         }
     }
 
@@ -142,10 +138,7 @@ impl Shared {
     /// Adds a ban: objects stored before now that match are dropped at their next lookup.
     pub fn ban(&self, expr: BanExpr) {
         tracing::info!(ban = expr.as_str(), "ban added");
-        self.bans.write().push(Ban {
-            expr,
-            since: SystemTime::now(),
-        });
+        self.bans.add(expr);
     }
 
     /// Drops the bans added before `cutoff` and returns how many are kept. A ban only applies
@@ -153,20 +146,18 @@ impl Shared {
     /// arriving) object predates `cutoff` may pass it: those bans can never match again.
     /// Used by `admin::bans`.
     pub fn trim_bans(&self, cutoff: SystemTime) -> usize {
-        let mut bans = self.bans.write();
-        bans.retain(|ban| ban.since >= cutoff);
-        bans.len()
+        self.bans.trim(cutoff)
     }
 
-    /// Whether a ban added after `object` was stored matches it.
+    /// Whether a ban added after `object` was stored matches it (each ban is tested against an
+    /// object once, see `bans`).
     pub fn is_banned(&self, object: &CachedObject) -> bool {
-        let bans = self.bans.read();
-        if bans.is_empty() {
-            return false;
-        }
-        let target = BanTarget(object);
-        bans.iter()
-            .any(|ban| ban.since >= object.head.response_time && ban.expr.matches(&target))
+        self.bans.is_banned(object)
+    }
+
+    /// Ban expressions evaluated against objects so far (Varnish's `bans_tested`).
+    pub fn bans_tested(&self) -> u64 {
+        self.bans.tested()
     }
 
     /// The targeted cache-control field name, if enabled.
