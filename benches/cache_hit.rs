@@ -1,6 +1,8 @@
 //! Cache-hit latency over loopback: one HTTP/1.1 keep-alive connection to a running edgecache,
 //! asking again and again for a 510-byte object that is already stored. This measures the whole
 //! hit path (parse, lookup, response building, write) plus the client's own work.
+//! `hit_510B_http1_10k_bans` asks for it after 10,000 bans that do not match it were added:
+//! each ban is tested against the object once, so this should cost what a plain hit does.
 //!
 //! Run: `cargo bench --bench cache_hit`
 
@@ -14,22 +16,30 @@ use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 
 fn cache_hit(c: &mut Criterion) {
+    hit_after_bans(c, "hit_510B_http1", 0);
+    hit_after_bans(c, "hit_510B_http1_10k_bans", 10_000);
+}
+
+/// Benchmarks hits on one stored object after `bans` bans on other URLs were added.
+fn hit_after_bans(c: &mut Criterion, name: &str, bans: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("runtime");
-    let sender = runtime.block_on(async {
+    let (sender, admin) = runtime.block_on(async {
         let origin = loopback::origin(Bytes::from(vec![b'x'; 510]), "max-age=3600").await;
         let config = Config {
             listen: vec!["127.0.0.1:0".parse().expect("valid")],
             backend: Some(origin.to_string()),
+            admin_listen: Some("127.0.0.1:0".parse().expect("valid")),
             ..Config::default()
         };
         let running = edgecache_runtime::start(config).await.expect("start edgecache");
         let proxy = running.listen_addrs()[0];
+        let admin = running.admin_addr().expect("admin API");
         std::mem::forget(running);
-        loopback::connect(proxy).await
+        (loopback::connect(proxy).await, admin)
     });
     // One connection, one request at a time: wait until it is ready before each send.
     let sender = std::sync::Arc::new(tokio::sync::Mutex::new(sender));
@@ -48,7 +58,16 @@ fn cache_hit(c: &mut Criterion) {
         }
     };
     runtime.block_on(get());
-    c.bench_function("hit_510B_http1", |b| b.to_async(&runtime).iter(&get));
+    runtime.block_on(async {
+        for n in 0..bans {
+            let expr = format!(r#"req.url == "/other/{n}""#);
+            let reply = edgecache_runtime::admin::client::call(admin, None, "POST", "/ban", expr)
+                .await
+                .expect("ban");
+            assert_eq!(reply.status, 200, "{}", reply.body);
+        }
+    });
+    c.bench_function(name, |b| b.to_async(&runtime).iter(&get));
 }
 
 criterion_group!(benches, cache_hit);

@@ -327,6 +327,7 @@ fn stats(state: &State) -> Value {
             "evictions": stats.evictions.load(Relaxed),
         },
         "bans": bans::trim(shared),
+        "bans_tested": shared.bans_tested(),
         "reloads": { "ok": reloads.ok, "failed": reloads.failed },
         "backends": backends(state),
     })
