@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use edgecache_runtime::config::{
-    parse_cidr_list, parse_duration, parse_listen, parse_size, FileConfig, LogFormat,
+    parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen, parse_size, CacheAdmission,
+    FileConfig, InvalidateOnUnsafe, LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
 
@@ -103,6 +104,15 @@ struct ServeArgs {
     /// Largest response stored; larger ones stream through. Default 16m.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_object_size: Option<u64>,
+    /// Which objects a full cache takes in: lru stores every storable response and evicts the
+    /// least recently used (Varnish); tinylfu only those asked for more often than what they
+    /// would evict (refuses most large objects). Default lru.
+    #[arg(long, value_name = "lru|tinylfu")]
+    cache_admission: Option<CacheAdmission>,
+    /// Whether a cache fill goes on after its last client left: on (Varnish), off, or a size
+    /// (only when at most that much is still to come). Default on.
+    #[arg(long, value_name = "SIZE|on|off", value_parser = parse_finish_abandoned_fills)]
+    finish_abandoned_fills: Option<u64>,
     /// Worker threads. Default: one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
@@ -118,9 +128,47 @@ struct ServeArgs {
     /// Longest silence between two body chunks from the origin. Default 60s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     between_bytes_timeout: Option<Duration>,
+    /// Time a client has to send a request head, from its first byte; slower clients are
+    /// disconnected (slowloris). Default 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    header_timeout: Option<Duration>,
+    /// How long a client connection with no request in flight stays open (keep-alive).
+    /// Default 5s, Varnish's timeout_idle.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_timeout: Option<Duration>,
+    /// Longest silence within a client's request body; the request then ends with 408.
+    /// Default 60s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    body_timeout: Option<Duration>,
+    /// Open client connections; past it new clients wait until one closes. Default 10000.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Largest header field, and request line, a client may send (Varnish's
+    /// http_req_hdr_len): 431 past it, 414 for a longer URL. Default 8k.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_header_size: Option<u64>,
+    /// Largest request head, request line and fields together (Varnish's http_req_size):
+    /// 431 past it. Default 32k.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_request_head: Option<u64>,
+    /// Origin fetches started by HTTP/2 streams the client reset before their response, per
+    /// --h2-rapid-reset-period and connection, before it gets GOAWAY; 0 = no cap. Default 100.
+    #[arg(long, value_name = "N")]
+    h2_rapid_reset_limit: Option<u32>,
+    /// Period over which --h2-rapid-reset-limit refills. Default 60s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    h2_rapid_reset_period: Option<Duration>,
+    /// New HTTP/2 streams per second and connection before it gets GOAWAY; 0 = no cap.
+    /// Default 20000.
+    #[arg(long, value_name = "N")]
+    h2_max_streams_per_second: Option<u32>,
     /// Networks allowed to send PURGE, comma-separated. Default loopback.
     #[arg(long, value_name = "CIDR,...", value_parser = parse_networks)]
     purge_allow: Option<Networks>,
+    /// Who drops stored pages by a POST, PUT, DELETE, PATCH or unknown method that the origin
+    /// accepts: every client (RFC 9111 §4.4), those in --purge-allow, or no one. Default allowed.
+    #[arg(long, value_name = "all|allowed|off")]
+    invalidate_on_unsafe: Option<InvalidateOnUnsafe>,
     /// Header reporting the cache result. Default X-Cache.
     #[arg(long, value_name = "NAME")]
     cache_status_header: Option<http::HeaderName>,
@@ -206,14 +254,39 @@ impl ServeArgs {
         set(&mut config.cache_size, self.cache_size);
         set(&mut config.default_ttl, self.default_ttl);
         set(&mut config.max_object_size, self.max_object_size);
+        set(&mut config.cache_admission, self.cache_admission);
+        set(&mut config.finish_abandoned_fills, self.finish_abandoned_fills);
         set(&mut config.threads, self.threads.map(|n| Some(usize::from(n))));
         set(&mut config.timeouts.connect, self.connect_timeout);
         set(&mut config.timeouts.first_byte, self.first_byte_timeout);
         set(&mut config.timeouts.between_bytes, self.between_bytes_timeout);
+        set(&mut config.client_timeouts.header, self.header_timeout);
+        set(&mut config.client_timeouts.idle, self.idle_timeout);
+        set(&mut config.client_timeouts.body, self.body_timeout);
+        set(&mut config.max_connections, self.max_connections);
+        let bytes = |size: u64| usize::try_from(size).unwrap_or(usize::MAX);
+        set(
+            &mut config.request_limits.max_header_size,
+            self.max_header_size.map(bytes),
+        );
+        set(
+            &mut config.request_limits.max_request_head,
+            self.max_request_head.map(bytes),
+        );
+        set(&mut config.h2_limits.rapid_reset_limit, self.h2_rapid_reset_limit);
+        set(
+            &mut config.h2_limits.rapid_reset_period,
+            self.h2_rapid_reset_period,
+        );
+        set(
+            &mut config.h2_limits.max_streams_per_second,
+            self.h2_max_streams_per_second,
+        );
         set(
             &mut config.purge_allow,
             self.purge_allow.map(|Networks(list)| list),
         );
+        set(&mut config.invalidate_on_unsafe, self.invalidate_on_unsafe);
         set(&mut config.cache_status_header, self.cache_status_header);
         config.store_set_cookie |= self.store_set_cookie;
         set(&mut config.grace, self.grace);
@@ -407,9 +480,13 @@ mod tests {
     #[test]
     fn every_serve_flag_parses_into_a_config() {
         let flags = "edgecache -a :6081 -a 127.0.0.1:8080 -b 127.0.0.1:9000 -f examples/default.vcl \
-             --config examples/edgecache.toml -s 64m -t 120 --max-object-size 1m --threads 2 \
+             --config examples/edgecache.toml -s 64m -t 120 --max-object-size 1m --cache-admission tinylfu \
+             --finish-abandoned-fills 512k --threads 2 \
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
-             --purge-allow 127.0.0.0/8,10.0.0.0/8 --cache-status-header X-Cache-Status \
+             --header-timeout 2s --idle-timeout 3s --body-timeout 4s --max-connections 100 \
+             --max-header-size 16k --max-request-head 64k --h2-rapid-reset-limit 50 \
+             --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
+             --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
              --store-set-cookie --grace 1m --keep 1h --ignore-request-cache-control \
              --targeted-cache-control CDN-Cache-Control --plugin-memory 8m --plugin-deadline 10ms \
              --log-format json -T off --admin-token-file admin.token --no-watch";
@@ -417,7 +494,14 @@ mod tests {
         let config = cli.serve.into_config().unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(config.listen[0].to_string(), "0.0.0.0:6081");
         assert_eq!(config.purge_allow.len(), 2);
+        assert_eq!(config.invalidate_on_unsafe, InvalidateOnUnsafe::Off);
+        assert_eq!(config.cache_admission, CacheAdmission::TinyLfu);
+        assert_eq!(config.finish_abandoned_fills, 512 * 1024);
         assert_eq!(config.admin_listen, None);
         assert!(!config.watch_policy);
+        assert_eq!(config.request_limits.max_header_size, 16 * 1024);
+        assert_eq!(config.h2_limits.rapid_reset_limit, 50);
+        assert_eq!(config.client_timeouts.body, Duration::from_secs(4));
+        assert_eq!(config.max_connections, 100);
     }
 }

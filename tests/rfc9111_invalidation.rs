@@ -1,6 +1,8 @@
 //! Invalidation (RFC 9111 §4.4): a non-error response to an unsafe method — including one the
 //! cache does not know — invalidates the target URI and the same-host `Location` /
 //! `Content-Location`; error responses and safe methods invalidate nothing.
+//! The test client is on loopback, in the default `--purge-allow`, so it may invalidate
+//! (`--invalidate-on-unsafe allowed`); `security_invalidation.rs` covers the clients outside it.
 
 mod support;
 

@@ -6,12 +6,19 @@
 //! policy = "examples/default.vcl"
 //! cache_size = "256m"
 //! max_object_size = "16m"
+//! cache_admission = "lru"           # or "tinylfu" (refuses most large objects into a full cache)
+//! finish_abandoned_fills = "on"     # a fill whose clients left: "on", "off" or a size still to come
 //! default_ttl = "120s"
 //! threads = 2
 //! connect_timeout = "3.5s"
 //! first_byte_timeout = "60s"
 //! between_bytes_timeout = "60s"
+//! header_timeout = "10s"            # a client's request head, from its first byte
+//! idle_timeout = "5s"               # a client connection with no request in flight
+//! body_timeout = "60s"              # silence within a client's request body
+//! max_connections = 10000           # open client connections
 //! purge_allow = ["127.0.0.1/8", "::1"]
+//! invalidate_on_unsafe = "allowed"  # who evicts by POST/PUT/DELETE/...: "all", "allowed" (purge_allow), "off"
 //! cache_status_header = "X-Cache"
 //! store_set_cookie = false
 //! grace = "10s"
@@ -24,13 +31,21 @@
 //! watch = true                      # reload when the policy or an include changes
 //! plugin_memory = "16m"             # linear memory per WebAssembly plugin instance
 //! plugin_deadline = "5ms"           # CPU time per plugin callback
+//! max_header_size = "8k"           # a header field or the request line (Varnish http_req_hdr_len)
+//! max_request_head = "32k"          # the whole request head (Varnish http_req_size)
+//! h2_rapid_reset_limit = 100        # origin fetches by reset streams per period; 0 = off
+//! h2_rapid_reset_period = "60s"
+//! h2_max_streams_per_second = 20000 # new HTTP/2 streams per connection; 0 = off
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{parse_cidr_list, parse_duration, parse_listen, parse_size, Config, ConfigError, LogFormat};
+use super::{
+    parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen, parse_size, Config,
+    ConfigError, LogFormat,
+};
 
 /// A number or a string such as `"256m"` / `"120s"`.
 #[derive(Debug, Deserialize, Clone)]
@@ -58,12 +73,19 @@ pub struct FileConfig {
     policy: Option<PathBuf>,
     cache_size: Option<Quantity>,
     max_object_size: Option<Quantity>,
+    cache_admission: Option<String>,
+    finish_abandoned_fills: Option<Quantity>,
     default_ttl: Option<Quantity>,
     threads: Option<usize>,
     connect_timeout: Option<Quantity>,
     first_byte_timeout: Option<Quantity>,
     between_bytes_timeout: Option<Quantity>,
+    header_timeout: Option<Quantity>,
+    idle_timeout: Option<Quantity>,
+    body_timeout: Option<Quantity>,
+    max_connections: Option<usize>,
     purge_allow: Option<Vec<String>>,
+    invalidate_on_unsafe: Option<String>,
     cache_status_header: Option<String>,
     hit_for_pass_ttl: Option<Quantity>,
     coalesce_wait: Option<Quantity>,
@@ -79,6 +101,11 @@ pub struct FileConfig {
     watch: Option<bool>,
     plugin_memory: Option<Quantity>,
     plugin_deadline: Option<Quantity>,
+    max_header_size: Option<Quantity>,
+    max_request_head: Option<Quantity>,
+    h2_rapid_reset_limit: Option<u32>,
+    h2_rapid_reset_period: Option<Quantity>,
+    h2_max_streams_per_second: Option<u32>,
 }
 
 impl FileConfig {
@@ -153,6 +180,21 @@ impl FileConfig {
             self.max_object_size,
             &mut config.max_object_size,
         )?;
+        if let Some(admission) = self.cache_admission {
+            config.cache_admission = admission
+                .parse()
+                .map_err(|problem| ConfigError::new("cache_admission", problem, "\"lru\" or \"tinylfu\""))?;
+        }
+        if let Some(finish) = self.finish_abandoned_fills {
+            config.finish_abandoned_fills =
+                parse_finish_abandoned_fills(&finish.text()).map_err(|problem| {
+                    ConfigError::new(
+                        "finish_abandoned_fills",
+                        problem,
+                        "\"on\", \"off\" or a size such as \"1m\"",
+                    )
+                })?;
+        }
         duration("default_ttl", self.default_ttl, &mut config.default_ttl)?;
         duration(
             "connect_timeout",
@@ -170,6 +212,24 @@ impl FileConfig {
             &mut config.timeouts.between_bytes,
         )?;
         duration(
+            "header_timeout",
+            self.header_timeout,
+            &mut config.client_timeouts.header,
+        )?;
+        duration(
+            "idle_timeout",
+            self.idle_timeout,
+            &mut config.client_timeouts.idle,
+        )?;
+        duration(
+            "body_timeout",
+            self.body_timeout,
+            &mut config.client_timeouts.body,
+        )?;
+        if let Some(max) = self.max_connections {
+            config.max_connections = max;
+        }
+        duration(
             "hit_for_pass_ttl",
             self.hit_for_pass_ttl,
             &mut config.hit_for_pass_ttl,
@@ -186,6 +246,33 @@ impl FileConfig {
         let mut plugin_memory = config.plugin_limits.memory as u64;
         size("plugin_memory", self.plugin_memory, &mut plugin_memory)?;
         config.plugin_limits.memory = usize::try_from(plugin_memory).unwrap_or(usize::MAX);
+        for (key, value, slot) in [
+            (
+                "max_header_size",
+                self.max_header_size,
+                &mut config.request_limits.max_header_size,
+            ),
+            (
+                "max_request_head",
+                self.max_request_head,
+                &mut config.request_limits.max_request_head,
+            ),
+        ] {
+            let mut bytes = *slot as u64;
+            size(key, value, &mut bytes)?;
+            *slot = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        if let Some(limit) = self.h2_rapid_reset_limit {
+            config.h2_limits.rapid_reset_limit = limit;
+        }
+        duration(
+            "h2_rapid_reset_period",
+            self.h2_rapid_reset_period,
+            &mut config.h2_limits.rapid_reset_period,
+        )?;
+        if let Some(rate) = self.h2_max_streams_per_second {
+            config.h2_limits.max_streams_per_second = rate;
+        }
         if let Some(ignore) = self.ignore_request_cache_control {
             config.ignore_request_cache_control = ignore;
         }
@@ -217,6 +304,15 @@ impl FileConfig {
                     "purge_allow",
                     problem,
                     "addresses or CIDR networks, e.g. [\"127.0.0.0/8\"]",
+                )
+            })?;
+        }
+        if let Some(who) = self.invalidate_on_unsafe {
+            config.invalidate_on_unsafe = who.parse().map_err(|problem| {
+                ConfigError::new(
+                    "invalidate_on_unsafe",
+                    problem,
+                    "\"all\", \"allowed\" (the purge_allow networks) or \"off\"",
                 )
             })?;
         }
