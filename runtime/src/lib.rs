@@ -22,6 +22,9 @@ mod backend;
 mod cache;
 pub mod config;
 pub mod demo;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod logging;
 pub mod plugin;
 pub mod policy;
@@ -193,7 +196,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         listeners,
         shared.clone(),
         stopped,
-        config.shutdown_grace,
+        server::Options::new(&config),
     ));
     Ok(Running {
         listen_addrs,
@@ -247,16 +250,16 @@ async fn serve_until_signal(
     config: Config,
     on_started: impl FnOnce(&[SocketAddr]),
 ) -> Result<(), StartError> {
-    use tokio::signal::unix::{signal, SignalKind};
+    // Before the listeners open: from then on a supervisor may signal us, and an unhandled
+    // SIGHUP, SIGINT or SIGTERM would kill the process instead of reloading or draining it.
+    let mut signals = Signals::install();
     let running = start(config).await?;
     on_started(running.listen_addrs());
-    let mut hangup = signal(SignalKind::hangup()).expect("installing a SIGHUP handler");
-    let stop = wait_for_signal();
-    tokio::pin!(stop);
     loop {
         tokio::select! {
-            _ = &mut stop => break,
-            _ = hangup.recv() => {
+            _ = signals.interrupt.recv() => break,
+            _ = signals.terminate.recv() => break,
+            _ = signals.hangup.recv() => {
                 tracing::info!("SIGHUP: reloading");
                 // The outcome is logged by the reloader; a failure keeps the old version.
                 let _ = running.reloader.reload(Trigger::Signal).await;
@@ -268,11 +271,21 @@ async fn serve_until_signal(
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+/// The signals [`run`] handles: SIGHUP reloads, SIGINT and SIGTERM stop.
+struct Signals {
+    hangup: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Replaces the default actions (which end the process) at once.
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        Signals {
+            hangup: signal(SignalKind::hangup()).expect("installing a SIGHUP handler"),
+            interrupt: signal(SignalKind::interrupt()).expect("installing a SIGINT handler"),
+            terminate: signal(SignalKind::terminate()).expect("installing a SIGTERM handler"),
+        }
     }
 }

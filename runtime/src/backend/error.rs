@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::request_body::{ClientBodyBroken, ClientBodyTimeout};
 use super::Backend;
 
 /// The stage of an origin exchange that failed.
@@ -20,6 +21,11 @@ pub enum FailureKind {
     Timeout,
     /// It answered with something that is not valid HTTP or closed mid-response (502).
     Broken,
+    /// Not the origin: the client's request body stalled past `--body-timeout` (408).
+    ClientBodyTimeout,
+    /// Not the origin: the client's request body is malformed (bad chunked framing) or was cut
+    /// short (400).
+    ClientBodyBroken,
 }
 
 /// A failed exchange with a named backend.
@@ -73,7 +79,11 @@ impl BackendError {
             .last()
             .map(|cause| cause.to_string())
             .unwrap_or_else(|| error.to_string());
-        if error.is_connect() {
+        if source_chain(&error).any(|cause| cause.is::<ClientBodyTimeout>()) {
+            BackendError::new(backend, Stage::FirstByte, FailureKind::ClientBodyTimeout, detail)
+        } else if source_chain(&error).any(|cause| cause.is::<ClientBodyBroken>()) {
+            BackendError::new(backend, Stage::FirstByte, FailureKind::ClientBodyBroken, detail)
+        } else if error.is_connect() {
             let kind = if timed_out {
                 FailureKind::Timeout
             } else {

@@ -13,6 +13,7 @@ mod admission;
 mod error;
 mod health;
 mod probe;
+mod request_body;
 mod timed_body;
 
 use std::sync::atomic::Ordering;
@@ -34,6 +35,7 @@ use admission::InFlight;
 pub use error::{BackendError, FailureKind, Stage};
 use health::Health;
 pub use health::HealthReport;
+pub use request_body::ClientBody;
 pub use timed_body::TimedBody;
 
 /// Body type of requests sent to an origin.
@@ -222,7 +224,14 @@ impl Backend {
         let outcome = tokio::time::timeout(budget, inner.client.request(request)).await;
         let response = match outcome {
             Ok(Ok(response)) => response,
-            Ok(Err(error)) => return Err(self.failed(BackendError::from_client(self, error))),
+            Ok(Err(error)) => {
+                let error = BackendError::from_client(self, error);
+                // A client that stalls its body is no sign of a failing origin.
+                return Err(match error.kind {
+                    FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => error,
+                    _ => self.failed(error),
+                });
+            }
             Err(_) => {
                 let error = BackendError::new(
                     self,

@@ -23,12 +23,25 @@ pub fn plain(status: StatusCode, detail: &str) -> Response<ProxyBody> {
     response
 }
 
-/// The status a client sees for an origin failure: down 503, timeout 504, broken 502.
+/// The status a client sees for an origin failure: down 503, timeout 504, broken 502; a fetch
+/// that failed because the client's body stalled is 408, because it is malformed 400, and the
+/// connection closes (the rest of that body will not be read).
 pub fn backend_failure(error: &BackendError) -> Response<ProxyBody> {
     let status = match error.kind {
         FailureKind::Down => StatusCode::SERVICE_UNAVAILABLE,
         FailureKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
         FailureKind::Broken => StatusCode::BAD_GATEWAY,
+        FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => {
+            let status = match error.kind {
+                FailureKind::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            let mut response = plain(status, &error.detail);
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
     };
     plain(status, &error.to_string())
 }

@@ -1,19 +1,56 @@
 //! Listeners and client connections: HTTP/1.1 (keep-alive; HTTP/1.0 clients get keep-alive only
 //! when they ask) and HTTP/2 with prior knowledge on the same port, and graceful draining.
+//! What a client may hold: `limits` caps open connections, `timeouts` closes the quiet ones
+//! (the body timeout is the request body's own, see `backend::ClientBody`). `first_line` and
+//! hyper's buffer sizes bound a request head; `h2_guard` caps HTTP/2 streams and resets.
+
+mod first_line;
+mod h2_guard;
+mod limits;
+mod timeouts;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
+use crate::config::{ClientTimeouts, Config, H2Limits, RequestLimits};
 use crate::proxy::{self, Shared};
+use first_line::FirstLine;
+use h2_guard::ConnectionGuard;
+use limits::ConnectionCap;
+use timeouts::{Activity, Answering, Watched};
+
+/// What the listeners enforce on client connections, from [`Config`].
+pub(crate) struct Options {
+    /// How long shutdown waits for the requests in flight.
+    pub grace: Duration,
+    pub timeouts: ClientTimeouts,
+    pub max_connections: usize,
+    pub request_limits: RequestLimits,
+    pub h2_limits: H2Limits,
+}
+
+impl Options {
+    pub(crate) fn new(config: &Config) -> Options {
+        Options {
+            grace: config.shutdown_grace,
+            timeouts: config.client_timeouts,
+            max_connections: config.max_connections,
+            request_limits: config.request_limits,
+            h2_limits: config.h2_limits,
+        }
+    }
+}
 
 /// Accepts connections on `listeners` until `stop` flips, then waits up to `grace` for the
 /// requests in flight to finish.
@@ -21,30 +58,44 @@ pub(crate) async fn serve(
     listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
-    grace: Duration,
+    options: Options,
 ) {
-    let graceful = Arc::new(GracefulShutdown::new());
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A client may shut down its sending side once the request is out (`nc -N`, some load
     // balancers' health checks): it still gets the response.
     builder.http1().keep_alive(true).half_close(true);
+    // Header and idle timeouts are `timeouts::expired`'s, for HTTP/1 and HTTP/2 alike; hyper's
+    // would also close idle keep-alive connections at the header timeout once a timer is set.
+    builder.http1().header_read_timeout(None);
+    // hyper answers a longer head with 431 (HTTP/1 from its read buffer, HTTP/2 from the
+    // advertised SETTINGS_MAX_HEADER_LIST_SIZE); the first request line is `first_line`'s.
+    let head = options.request_limits.max_request_head;
+    builder.http1().max_buf_size(head);
+    builder
+        .http2()
+        .max_header_list_size(u32::try_from(head).unwrap_or(u32::MAX));
     let builder = Arc::new(builder);
+    let cap = Arc::new(ConnectionCap::new(options.max_connections));
+    cap.check_file_limit();
     let mut accepting = tokio::task::JoinSet::new();
     for listener in listeners {
         accepting.spawn(accept_loop(
             listener,
-            shared.clone(),
-            builder.clone(),
-            graceful.clone(),
-            stop.clone(),
+            Client {
+                shared: shared.clone(),
+                builder: builder.clone(),
+                timeouts: options.timeouts,
+                stop: stop.clone(),
+                request_limits: options.request_limits,
+                h2_limits: options.h2_limits,
+            },
+            cap.clone(),
         ));
     }
     let _ = stop.wait_for(|stopped| *stopped).await;
     while accepting.join_next().await.is_some() {}
-    let Ok(graceful) = Arc::try_unwrap(graceful) else {
-        unreachable!("the accept loops that shared the shutdown handle have ended")
-    };
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    let grace = options.grace;
+    if tokio::time::timeout(grace, cap.all_closed()).await.is_err() {
         tracing::warn!(
             ?grace,
             "shutdown grace period over; closing the remaining connections"
@@ -52,14 +103,25 @@ pub(crate) async fn serve(
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+/// What serving one client connection needs.
+#[derive(Clone)]
+struct Client {
     shared: Arc<Shared>,
     builder: Arc<auto::Builder<TokioExecutor>>,
-    graceful: Arc<GracefulShutdown>,
-    mut stop: watch::Receiver<bool>,
-) {
+    timeouts: ClientTimeouts,
+    stop: watch::Receiver<bool>,
+    request_limits: RequestLimits,
+    h2_limits: H2Limits,
+}
+
+async fn accept_loop(listener: TcpListener, client: Client, cap: Arc<ConnectionCap>) {
+    let mut stop = client.stop.clone();
+    let address = listener.local_addr().expect("a bound listener has an address");
     loop {
+        let slot = tokio::select! {
+            slot = cap.slot(address) => slot,
+            _ = stop.changed() => return,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -73,19 +135,74 @@ async fn accept_loop(
             _ = stop.changed() => return,
         };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
+        let client = client.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(proxy::handle(shared, peer, request).await) }
-            });
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = watcher.watch(connection).await {
-                tracing::debug!(%peer, error = %error, "client connection ended with an error");
-            }
+            serve_client(stream, peer, client).await;
+            drop(slot);
         });
+    }
+}
+
+/// Serves one connection until the client closes it, a timeout closes it, or shutdown drains it.
+async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
+    let Client {
+        shared,
+        builder,
+        timeouts,
+        mut stop,
+        request_limits,
+        h2_limits,
+    } = client;
+    let activity = Activity::new();
+    let requests = activity.clone();
+    let guard = ConnectionGuard::new(h2_limits, peer);
+    let streams = guard.clone();
+    let service = service_fn(move |request: Request<Incoming>| {
+        let shared = shared.clone();
+        let streams = streams.clone();
+        let in_flight = requests.request_started(request.version());
+        async move {
+            let version = request.version();
+            let response = h2_guard::serve(&streams, version, proxy::handle(shared, peer, request)).await;
+            Ok::<_, Infallible>(response.map(|body| Answering::new(body, in_flight)))
+        }
+    });
+    let watched = Watched::new(stream, activity.clone());
+    let io = TokioIo::new(FirstLine::new(watched, request_limits.max_header_size));
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut stopping = false;
+    // After an HTTP/2 GOAWAY for idleness: when to stop waiting for the client to close.
+    let mut closing_at = None;
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            outcome = connection.as_mut() => break outcome,
+            _ = stop.wait_for(|stopped| *stopped), if !stopping => {
+                connection.as_mut().graceful_shutdown();
+                stopping = true;
+            }
+            // Past an HTTP/2 cap (the guard logs which): GOAWAY.
+            _ = guard.tripped(), if !stopping => {
+                connection.as_mut().graceful_shutdown();
+                stopping = true;
+            }
+            // Also while stopping: a slow head must not hold up the shutdown.
+            expired = timeouts::expired(&activity, timeouts), if closing_at.is_none() => {
+                tracing::debug!(%peer, "closing the client connection: {expired}");
+                if !activity.is_multiplexed() {
+                    // A head half sent or no request at all: nothing to finish, just close.
+                    return;
+                }
+                // HTTP/2: GOAWAY first, so the client knows no stream of its was dropped.
+                connection.as_mut().graceful_shutdown();
+                closing_at = Some(Instant::now() + timeouts.idle);
+            }
+            _ = timeouts::until(closing_at) => return,
+        }
+    };
+    if let Err(error) = outcome {
+        tracing::debug!(%peer, error = %error, "client connection ended with an error");
     }
 }
 
