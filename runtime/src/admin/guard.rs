@@ -40,7 +40,7 @@ pub(super) enum Refusal {
     #[error(
         "refused: a POST needs Content-Type: application/json (pages of other sites cannot send \
          it without the browser asking first), e.g. curl -H 'Content-Type: application/json' \
-         --data '\"req.url ~ \\\"^/news/\\\"\"' http://{own}/ban; `edgecache admin` sends it, \
+         --data '{{\"ban\": \"req.url ~ \\\"^/news/\\\"\"}}' http://{own}/ban; `edgecache admin` sends it, \
          and a request with the bearer token (--admin-token-file) needs none"
     )]
     NotJson { own: String },
