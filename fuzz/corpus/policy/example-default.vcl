@@ -1,0 +1,154 @@
+# default.vcl: edgecache's builtin behaviour, spelled out.
+#
+# Running with this file behaves exactly like running with no policy at all:
+# every sub below ends with the same `return` the builtin VCL would reach.
+# It follows Varnish 7.7's builtin.vcl, except that requests Varnish would
+# pipe (unknown methods) are refused with 501, because edgecache has no pipe
+# mode. Copy it as a starting point and edit what you need.
+
+vcl 4.1;
+
+backend default {
+    .host = "127.0.0.1";
+    .port = "8080";
+}
+
+sub vcl_recv {
+    # Host is required in HTTP/1.1; normalise its case.
+    if (req.http.host ~ "[[:upper:]]") {
+        set req.http.host = req.http.host.lower();
+    }
+    if (!req.http.host && req.esi_level == 0 && req.proto == "HTTP/1.1") {
+        return (synth(400));
+    }
+    if (req.method == "PRI") {
+        return (synth(405));
+    }
+    if (req.method != "GET" &&
+      req.method != "HEAD" &&
+      req.method != "PUT" &&
+      req.method != "POST" &&
+      req.method != "TRACE" &&
+      req.method != "OPTIONS" &&
+      req.method != "DELETE" &&
+      req.method != "PATCH") {
+        # Varnish would `return (pipe)`; edgecache refuses unknown methods.
+        return (synth(501));
+    }
+    if (req.method != "GET" && req.method != "HEAD") {
+        # Only GET and HEAD are cached.
+        return (pass);
+    }
+    if (req.http.Authorization || req.http.Cookie) {
+        # Personalised requests are not cached.
+        return (pass);
+    }
+    return (hash);
+}
+
+sub vcl_hash {
+    hash_data(req.url);
+    if (req.http.host) {
+        hash_data(req.http.host);
+    } else {
+        hash_data(server.ip);
+    }
+    return (lookup);
+}
+
+sub vcl_purge {
+    return (synth(200, "Purged"));
+}
+
+sub vcl_hit {
+    return (deliver);
+}
+
+sub vcl_miss {
+    return (fetch);
+}
+
+sub vcl_pass {
+    return (fetch);
+}
+
+sub vcl_deliver {
+    return (deliver);
+}
+
+sub vcl_synth {
+    set resp.http.Content-Type = "text/html; charset=utf-8";
+    set resp.http.Retry-After = "5";
+    set resp.body = {"<!DOCTYPE html>
+<html>
+  <head>
+    <title>"} + resp.status + " " + resp.reason + {"</title>
+  </head>
+  <body>
+    <h1>Error "} + resp.status + " " + resp.reason + {"</h1>
+    <p>"} + resp.reason + {"</p>
+    <h3>Guru Meditation:</h3>
+    <p>XID: "} + req.xid + {"</p>
+    <hr>
+    <p>edgecache server</p>
+  </body>
+</html>
+"};
+    return (deliver);
+}
+
+sub vcl_backend_fetch {
+    if (bereq.method == "GET") {
+        unset bereq.body;
+    }
+    return (fetch);
+}
+
+sub vcl_backend_response {
+    if (beresp.status != 206 && beresp.status != 416) {
+        unset beresp.http.Content-Range;
+    }
+    if (bereq.uncacheable) {
+        return (deliver);
+    }
+    # Hit-for-miss: remember for 2 minutes that this object is uncacheable.
+    if (beresp.ttl <= 0s ||
+      beresp.http.Set-Cookie ||
+      beresp.http.Surrogate-Control ~ "(?i)no-store" ||
+      (!beresp.http.Surrogate-Control &&
+        beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)") ||
+      beresp.http.Vary == "*") {
+        set beresp.ttl = 120s;
+        set beresp.uncacheable = true;
+    }
+    return (deliver);
+}
+
+sub vcl_backend_error {
+    set beresp.http.Content-Type = "text/html; charset=utf-8";
+    set beresp.http.Retry-After = "5";
+    set beresp.body = {"<!DOCTYPE html>
+<html>
+  <head>
+    <title>"} + beresp.status + " " + beresp.reason + {"</title>
+  </head>
+  <body>
+    <h1>Error "} + beresp.status + " " + beresp.reason + {"</h1>
+    <p>"} + beresp.reason + {"</p>
+    <h3>Guru Meditation:</h3>
+    <p>XID: "} + bereq.xid + {"</p>
+    <hr>
+    <p>edgecache server</p>
+  </body>
+</html>
+"};
+    return (deliver);
+}
+
+sub vcl_init {
+    return (ok);
+}
+
+sub vcl_fini {
+    return (ok);
+}

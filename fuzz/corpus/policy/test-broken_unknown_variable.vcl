@@ -1,0 +1,7 @@
+vcl 4.1;
+
+sub vcl_recv {
+    if (req.ulr ~ "^/admin") {
+        return (pass);
+    }
+}
