@@ -693,3 +693,26 @@ async fn a_broken_origin_chunk_gives_502_with_a_status_line() {
         .collect();
     assert_eq!(statuses, ["502", "502", "502"], "the access log: {log}");
 }
+
+#[tokio::test]
+async fn a_clients_bad_chunk_is_400() {
+    let origin = Origin::fixed(OriginReply::ok("stored")).await;
+    // With a policy too: the client's body is not the backend's failure, so no
+    // vcl_backend_error page (503) stands in for the 400.
+    let policy = support::write_policy("builtin_only", "vcl 4.1;\n");
+    for policy in [None, Some(policy)] {
+        let (_proxy, addr) = start_proxy(origin.addr, |config| config.policy = policy).await;
+        let mut conn = RawConn::connect(addr).await;
+        conn.send(
+            "POST /form HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\n\r\n\
+             zz\r\nnot a chunk\r\n0\r\n\r\n",
+        )
+        .await;
+        let response = conn.response(false).await;
+        assert_eq!(response.status, 400, "{response:?}");
+        assert!(
+            !String::from_utf8_lossy(&response.body).contains("backend"),
+            "the client's own framing is not blamed on the backend: {response:?}"
+        );
+    }
+}
