@@ -252,8 +252,8 @@ impl Backend {
 /// exact length is removed (hyper then sets the right one). hyper sends a `Content-Length`
 /// the caller set even when the body is empty; announced bytes that never come would make the
 /// origin read the next request on the pooled connection as this one's body (request
-/// smuggling), whichever path built the request: a fill dropping a GET body, a retry, a
-/// policy's edit.
+/// smuggling), whichever path built the request: a fill dropping a GET body, a coalesced
+/// waiter passed without the body it no longer has, a retry or a restart.
 fn frame_as_sent(request: &mut Request<OutgoingBody>) {
     let exact = http_body::Body::size_hint(request.body()).exact();
     let headers = request.headers_mut();
