@@ -228,15 +228,18 @@ impl Fill {
         self.readers.iter().flatten().copied()
     }
 
+    /// The chunk number the slowest reader reads next (past the last chunk without readers).
+    fn slowest(&self) -> usize {
+        self.live_readers()
+            .min()
+            .unwrap_or(self.first + self.chunks.len())
+    }
+
     /// Bytes not yet read by the slowest reader.
     fn unread(&self) -> u64 {
-        let slowest = self
-            .live_readers()
-            .min()
-            .unwrap_or(self.first + self.chunks.len());
         self.chunks
             .iter()
-            .skip(slowest.saturating_sub(self.first))
+            .skip(self.slowest().saturating_sub(self.first))
             .map(|chunk| chunk.len() as u64)
             .sum()
     }
@@ -246,10 +249,7 @@ impl Fill {
         if !self.passing {
             return;
         }
-        let slowest = self
-            .live_readers()
-            .min()
-            .unwrap_or(self.first + self.chunks.len());
+        let slowest = self.slowest();
         while self.first < slowest && self.chunks.pop_front().is_some() {
             self.first += 1;
         }

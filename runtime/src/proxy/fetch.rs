@@ -525,8 +525,14 @@ impl FetchTask {
             }
         };
         let head = Arc::new(head);
-        // Registered before the fill starts, so the fill knows someone reads it.
-        let (sink, reader) = SharedBody::with_reader(body.size_hint().exact());
+        // Registered before the fill starts, so the fill knows someone reads it. The length
+        // sizes the body's buffer: only a storable one (a policy may have removed the
+        // `Content-Length` that `judge` checks).
+        let expected = body
+            .size_hint()
+            .exact()
+            .filter(|&length| length <= self.shared.max_object_size);
+        let (sink, reader) = SharedBody::with_reader(expected);
         if let Some(leader) = &self.leader {
             leader.publish(FetchOutcome::Streaming {
                 head: head.clone(),
