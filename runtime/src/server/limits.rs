@@ -16,21 +16,35 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-/// How long a warning about the cap covers: more times the cap is reached within it are counted
-/// and reported by the next warning.
+/// How long a warning covers: more occurrences within it are counted and reported by the next.
 const WARNING_QUIET: Duration = Duration::from_secs(60);
+
+/// A warning for something a flood repeats (the cap reached, accepts failing): logged the
+/// first time, then at most once per [`WARNING_QUIET`].
+#[derive(Default)]
+pub(super) struct Occasional {
+    last: Option<Instant>,
+    /// Occurrences since `last` without a log line.
+    unreported: u64,
+}
+
+impl Occasional {
+    /// Counts an occurrence at `now`; `Some(occurrences left unreported since the last line)`
+    /// when a line is due.
+    pub(super) fn due(&mut self, now: Instant) -> Option<u64> {
+        if self.last.is_some_and(|last| now < last + WARNING_QUIET) {
+            self.unreported += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.unreported))
+    }
+}
 
 pub(super) struct ConnectionCap {
     slots: Arc<Semaphore>,
     max: usize,
-    warning: Mutex<Warning>,
-}
-
-#[derive(Default)]
-struct Warning {
-    last: Option<Instant>,
-    /// Times the cap was reached since `last` without a log line.
-    unreported: u64,
+    warning: Mutex<Occasional>,
 }
 
 impl ConnectionCap {
@@ -38,7 +52,7 @@ impl ConnectionCap {
         ConnectionCap {
             slots: Arc::new(Semaphore::new(max)),
             max,
-            warning: Mutex::new(Warning::default()),
+            warning: Mutex::new(Occasional::default()),
         }
     }
 
@@ -57,15 +71,9 @@ impl ConnectionCap {
     }
 
     fn reached(&self, listener: SocketAddr) {
-        let mut warning = self.warning.lock();
-        let now = Instant::now();
-        if warning.last.is_some_and(|last| now < last + WARNING_QUIET) {
-            warning.unreported += 1;
+        let Some(again) = self.warning.lock().due(Instant::now()) else {
             return;
-        }
-        let again = std::mem::take(&mut warning.unreported);
-        warning.last = Some(now);
-        drop(warning);
+        };
         tracing::warn!(
             %listener,
             reached_again_since_last_warning = again,
@@ -105,4 +113,21 @@ fn open_files_limit() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
     line.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_warning_is_logged_once_a_minute_with_the_count_in_between() {
+        let mut warning = Occasional::default();
+        let start = Instant::now();
+        assert_eq!(warning.due(start), Some(0));
+        for second in 1..=59 {
+            assert_eq!(warning.due(start + Duration::from_secs(second)), None);
+        }
+        assert_eq!(warning.due(start + WARNING_QUIET), Some(59));
+        assert_eq!(warning.due(start + WARNING_QUIET), None);
+    }
 }

@@ -27,7 +27,7 @@ use crate::config::{ClientTimeouts, Config, H2Limits, RequestLimits};
 use crate::proxy::{self, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
-use limits::ConnectionCap;
+use limits::{ConnectionCap, Occasional};
 use timeouts::{Activity, Answering, Watched};
 
 /// What the listeners enforce on client connections, from [`Config`].
@@ -117,6 +117,7 @@ struct Client {
 async fn accept_loop(listener: TcpListener, client: Client, cap: Arc<ConnectionCap>) {
     let mut stop = client.stop.clone();
     let address = listener.local_addr().expect("a bound listener has an address");
+    let mut accept_failures = Occasional::default();
     loop {
         let slot = tokio::select! {
             slot = cap.slot(address) => slot,
@@ -126,8 +127,16 @@ async fn accept_loop(listener: TcpListener, client: Client, cap: Arc<ConnectionC
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(%error, "accept failed");
+                    // Out of file descriptors and the like: back off instead of spinning, and
+                    // say so without a line per retry.
+                    if let Some(again) = accept_failures.due(Instant::now()) {
+                        tracing::warn!(
+                            %error,
+                            listener = %address,
+                            failed_again_since_last_warning = again,
+                            "accept failed; retrying every 50 ms"
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
