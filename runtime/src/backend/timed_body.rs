@@ -19,6 +19,10 @@ pub struct TimedBody {
     inner: Incoming,
     limit: Duration,
     deadline: Pin<Box<Sleep>>,
+    /// Whether `deadline` times a wait now. The silence is timed from the first poll after a
+    /// frame, so time the reader spends not asking (a body passing through waits for its
+    /// slowest client) is not counted against the origin.
+    waiting: bool,
     backend: String,
     /// Released at the end of the body, on its first error, or when it is dropped.
     in_flight: Option<InFlight>,
@@ -30,6 +34,7 @@ impl TimedBody {
             inner,
             limit,
             deadline: Box::pin(tokio::time::sleep(limit)),
+            waiting: true,
             backend,
             in_flight: Some(in_flight),
         }
@@ -45,10 +50,14 @@ impl Body for TimedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if !this.waiting {
+            this.waiting = true;
+            let next = Instant::now() + this.limit;
+            this.deadline.as_mut().reset(next);
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                let next = Instant::now() + this.limit;
-                this.deadline.as_mut().reset(next);
+                this.waiting = false;
                 let finished = !matches!(frame, Some(Ok(_))) || this.inner.is_end_stream();
                 if finished {
                     this.in_flight = None;
