@@ -10,6 +10,10 @@ fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+fn real_world_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/policies/real-world")
+}
+
 /// Reads files relative to the including file, as the runtime's loader does.
 struct Fs;
 
@@ -54,14 +58,9 @@ fn every_example_checks_clean() {
 
 #[test]
 fn builtin_vcl_loads_on_its_own() {
-    let p = load_str("builtin.vcl", BUILTIN_VCL);
-    // Loading it as user code duplicates every helper sub: that is the only complaint.
-    let d = p.unwrap_err();
-    assert!(
-        d.iter().all(|d| d.code == policy_lang::Code::Duplicate),
-        "{}",
-        d.render()
-    );
+    // As user code each of its subs is concatenated with the builtin's own, as in Varnish.
+    let p = load_str("builtin.vcl", BUILTIN_VCL).unwrap_or_else(|d| panic!("{}", d.render()));
+    assert!(p.warnings().is_none(), "{}", p.warnings().unwrap().render());
 }
 
 #[test]
@@ -104,8 +103,22 @@ fn includes_are_refused_without_a_loader() {
 }
 
 /// What one run did, for comparing two programs.
-fn outcome(p: &Program, sub: Sub, mut c: TestContext) -> String {
+fn outcome(p: &Program, sub: Sub, c: TestContext) -> String {
+    outcome_hashing_times(p, sub, c, 1)
+}
+
+/// [`outcome`], with the `hash_data` inputs listed `times` times over.
+fn outcome_hashing_times(p: &Program, sub: Sub, mut c: TestContext, times: usize) -> String {
     let a = p.run(sub, &mut c);
+    c.hash = c
+        .hash
+        .iter()
+        .cycle()
+        .take(c.hash.len() * times)
+        .cloned()
+        .collect();
+    // Unsetting twice is unsetting.
+    c.unset_vars.dedup();
     let mut headers: Vec<String> = c
         .headers
         .iter()
@@ -120,17 +133,10 @@ fn outcome(p: &Program, sub: Sub, mut c: TestContext) -> String {
     )
 }
 
-#[test]
-fn default_vcl_behaves_like_no_policy() {
-    let none = load_str(
-        "none.vcl",
-        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }",
-    )
-    .unwrap();
-    let path = examples_dir().join("default.vcl").display().to_string();
-    let default = load(&path, &Fs).unwrap();
+/// Requests and responses on which a policy that only restates the builtin must decide as no
+/// policy does.
+fn builtin_equivalence_cases() -> Vec<(Sub, TestContext)> {
     let s = |x: &str| Value::Str(x.to_string().into());
-
     let mut cases: Vec<(Sub, TestContext)> = Vec::new();
     for method in ["GET", "HEAD", "POST", "PUT", "PRI", "BREW", "OPTIONS"] {
         cases.push((Sub::Recv, TestContext::request(method, "/")));
@@ -197,11 +203,44 @@ fn default_vcl_behaves_like_no_policy() {
     cases.push((Sub::Init, TestContext::new()));
     cases.push((Sub::Fini, TestContext::new()));
 
-    for (sub, ctx) in cases {
-        let a = outcome(&none, sub, ctx.clone());
-        let b = outcome(&default, sub, ctx);
+    cases
+}
+
+/// Runs every equivalence case through both programs; `other` hashes what `none` hashes,
+/// `hash_times` times over.
+fn assert_same_decisions(none: &Program, other: &Program, hash_times: usize) {
+    for (sub, ctx) in builtin_equivalence_cases() {
+        let a = outcome_hashing_times(none, sub, ctx.clone(), hash_times);
+        let b = outcome(other, sub, ctx);
         assert_eq!(a, b, "{sub:?} differs");
     }
+}
+
+fn no_policy() -> Program {
+    load_str(
+        "none.vcl",
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }",
+    )
+    .unwrap()
+}
+
+#[test]
+fn default_vcl_behaves_like_no_policy() {
+    let path = examples_dir().join("default.vcl").display().to_string();
+    let default = load(&path, &Fs).unwrap();
+    assert_same_decisions(&no_policy(), &default, 1);
+}
+
+#[test]
+fn a_policy_including_varnish_77_builtin_behaves_like_no_policy() {
+    let path = real_world_dir().join("verbose-builtin.vcl").display().to_string();
+    let verbose = load(&path, &Fs).unwrap_or_else(|d| panic!("{}", d.render()));
+    // Its own vcl_recv answers /healthz; everything else is the builtin's. As in Varnish, the
+    // copy's `vcl_builtin_hash` and the builtin's own both run: each input is hashed twice,
+    // which splits the cache exactly as the builtin does.
+    assert_same_decisions(&no_policy(), &verbose, 2);
+    // The copy's subs are the user's, so the runtime must not run its native builtin_recv.
+    assert!(verbose.has_sub(Sub::BackendResponse));
 }
 
 #[test]

@@ -230,12 +230,12 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                 Decl::Sub(s) => {
                     let name = s.name.name.as_str();
                     let method = Sub::from_name(name);
-                    if name == "vcl_pipe" {
+                    if name == "vcl_pipe" || name == "vcl_builtin_pipe" {
                         sink.push(
                             Diagnostic::new(
                                 Code::NoEffect,
                                 s.name.span,
-                                "`vcl_pipe` never runs: edgecache does not support pipe mode",
+                                format!("`{name}` never runs: edgecache does not support pipe mode"),
                             )
                             .label("ignored")
                             .hint("requests that Varnish would pipe are passed (`return (pass)`) or refused"),
@@ -276,23 +276,12 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                         }
                     }
                     match sub_index.get(name) {
-                        Some(&i) if method.is_some() => {
-                            // Method subs concatenate in source order (builtin last).
+                        // As in Varnish, every sub builtin.vcl defines (methods and their helpers
+                        // such as `vcl_req_cookie`) concatenates in source order, builtin last:
+                        // the user's body runs first and may return before the builtin's.
+                        Some(&i) if method.is_some() || builtin_subs.contains(&name) => {
                             subs[i].defs.push(s);
                             subs[i].from_user |= !builtin;
-                        }
-                        Some(&i) if *builtin => {
-                            sink.push(
-                                Diagnostic::new(
-                                    Code::Duplicate,
-                                    subs[i].span,
-                                    format!("`{name}` is a builtin sub and cannot be redefined"),
-                                )
-                                .label("redefines a builtin helper")
-                                .hint(format!(
-                                    "rename your sub, or `call {name};` to use the builtin one"
-                                )),
-                            );
                         }
                         _ => {
                             let i = subs.len();
@@ -515,9 +504,10 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
     for (i, s) in subs.iter().enumerate() {
         if let Some(m) = s.method {
             methods[m.index()] = Some(i);
-            if s.from_user {
-                user_methods |= m.bit();
-            }
+        }
+        // A user's `vcl_req_cookie` changes `vcl_recv` as much as a user's `vcl_recv` does.
+        if s.from_user {
+            user_methods |= masks[i];
         }
     }
     // `vcl_builtin_recv` as builtin.vcl has it (no user definition extends it or the subs it

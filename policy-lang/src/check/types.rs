@@ -445,6 +445,20 @@ impl<'a> Lowerer<'a> {
         let name = a.name.name.as_str();
         let args = a.args.as_deref().unwrap_or(&[]);
         match name {
+            // builtin.vcl's own `vcl_req_method` pipes unknown methods; edgecache's builtin
+            // answers them 501 (as Varnish 8 does), so a copy of builtin.vcl means the same as
+            // no policy.
+            "pipe" if self.cx.sub_name == "vcl_req_method" && self.cx.mask & !sub::mask::RECV == 0 => {
+                self.sink.push(
+                    Diagnostic::new(Code::NoEffect, a.span, "`return (pipe)` answers 501 Not Implemented here")
+                        .label("edgecache has no pipe mode")
+                        .hint("edgecache's builtin refuses methods it does not know with `synth(501)`, as Varnish 8 does; write `return (synth(501));` to say so"),
+                );
+                return Some(Stmt::Return(Ret::Const(Action::Synth {
+                    status: 501,
+                    reason: Arc::from(default_reason(501)),
+                })));
+            }
             "pipe" => {
                 self.sink.push(
                     Diagnostic::new(Code::Unsupported, a.span, "`return (pipe)` is not supported by edgecache")

@@ -330,8 +330,9 @@ impl Program {
             .map(|i| PluginId(i as u32))
     }
 
-    /// Whether the user's policy defines this sub (otherwise only the
-    /// builtin behaviour runs).
+    /// Whether the user's policy takes part in this sub: it defines it, or a sub the builtin
+    /// calls from it (`sub vcl_req_cookie { ... }` makes `vcl_recv` the user's). Otherwise
+    /// only the builtin behaviour runs, and a runtime may run it natively.
     pub fn has_sub(&self, sub: Sub) -> bool {
         self.user_methods & sub.bit() != 0
     }
