@@ -91,7 +91,12 @@ fn syntax_error(file: FileId, text: &str, e: pest::error::Error<Rule>) -> Diagno
         format!("`{}`", &rest[..tok_len])
     };
     let mut expected: Vec<&'static str> = match &e.variant {
-        ErrorVariant::ParsingError { positives, .. } => positives.iter().map(describe_rule).collect(),
+        // Inline C is recognised only to be refused: never suggest it.
+        ErrorVariant::ParsingError { positives, .. } => positives
+            .iter()
+            .filter(|r| **r != Rule::inline_c)
+            .map(describe_rule)
+            .collect(),
         ErrorVariant::CustomError { .. } => Vec::new(),
     };
     expected.sort();
@@ -266,6 +271,7 @@ impl Lower<'_> {
                     }
                 }
                 Rule::acl_decl => decls.push(Decl::Acl(self.acl(p))),
+                Rule::inline_c => self.inline_c(span),
                 Rule::sub_decl => {
                     let mut name = None;
                     let mut body = Vec::new();
@@ -284,6 +290,19 @@ impl Lower<'_> {
             }
         }
         Module { decls }
+    }
+
+    /// `C{ ... }C`: reported once per block (at its `C{`), then left out.
+    fn inline_c(&mut self, block: Span) {
+        let span = Span {
+            end: block.start + 2,
+            ..block
+        };
+        self.sink.push(
+            Diagnostic::new(Code::Unsupported, span, "inline C (`C{ ... }C`) is not supported")
+                .label("edgecache does not compile or run C code")
+                .hint("Varnish also refuses it unless `vcc_allow_inline_c` is on; do it in VCL (std, the vmods edgecache provides) or in a WebAssembly plugin: `plugin NAME { .path = \"NAME.wasm\"; }` and `plugin.request(NAME);` (docs/plugins.md)"),
+        );
     }
 
     fn backend(&mut self, p: Pair<'_, Rule>) -> BackendDef {
@@ -421,6 +440,10 @@ impl Lower<'_> {
     fn stmt(&mut self, p: Pair<'_, Rule>) -> Option<Stmt> {
         let span = self.span(&p);
         let kind = match p.as_rule() {
+            Rule::inline_c => {
+                self.inline_c(span);
+                return None;
+            }
             Rule::set_stmt => {
                 let mut target = None;
                 let mut op = AssignOp::Set;

@@ -36,6 +36,7 @@ pub(crate) fn describe_rule(rule: &Rule) -> &'static str {
         Rule::plugin_decl | Rule::kw_plugin => "`plugin`",
         Rule::acl_decl | Rule::kw_acl => "`acl`",
         Rule::sub_decl | Rule::kw_sub => "`sub`",
+        Rule::inline_c => "inline C",
         Rule::attribute_block => "`{`",
         Rule::attribute | Rule::attr_name => "an attribute such as `.host`",
         Rule::attr_value | Rule::string_list => "a value",
