@@ -59,7 +59,7 @@ pub mod testing {
 use std::sync::Arc;
 
 pub use ban::{parse_ban, BanContext, BanExpr};
-pub use compile::{BackendDecl, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program};
+pub use compile::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program};
 pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
 pub use eval::{BackendId, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, ValueType, Var};
 pub use sub::{Action, Sub};
@@ -284,6 +284,12 @@ fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Pr
         Some(mut parts) if !sink.has_errors() => {
             for (p, file) in parts.plugins.iter_mut().zip(&parts.plugin_files) {
                 p.path = resolve_plugin_path(&sm.get(*file).name, &p.path);
+            }
+            let cas = parts.backends.iter_mut().filter_map(|b| b.tls.as_mut()?.ca.as_mut());
+            for ca in cas {
+                let file = sm.get(ca.span.file);
+                ca.path = resolve_plugin_path(&file.name, &ca.path);
+                ca.declared_at = format!("{}:{}", file.name, file.line_col(ca.span.start).0);
             }
             let mut program = compile::compile(parts, sources);
             if !sink.items.is_empty() {

@@ -5,7 +5,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use crate::ast::{AclDef, Attr, AttrValue, BackendDef, ExprKind, PluginDef, ProbeDef};
-use crate::compile::{Acl, AclRule, BackendDecl, OnError, PluginDecl, PluginIsolation, ProbeDecl};
+use crate::compile::{
+    Acl, AclRule, BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl,
+};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 
 const BACKEND_ATTRS: &[&str] = &[
@@ -17,10 +19,15 @@ const BACKEND_ATTRS: &[&str] = &[
     "between_bytes_timeout",
     "max_connections",
     "probe",
+    "ssl",
+    "ssl_sni",
+    "ssl_verify_peer",
+    "ssl_verify_host",
+    "ssl_ca",
+    "proxy_header",
 ];
 const BACKEND_LATER: &[&str] = &[
     "path",
-    "proxy_header",
     "preamble",
     "via",
     "authority",
@@ -113,6 +120,24 @@ fn expect_int(sink: &mut Sink, a: &Attr) -> Option<u32> {
     }
 }
 
+/// A VCL boolean attribute: `1` / `0` (Varnish Enterprise's `.ssl = 1;`) or `true` / `false`.
+fn expect_flag(sink: &mut Sink, a: &Attr) -> Option<bool> {
+    match &a.value {
+        AttrValue::Expr(e) => match e.kind {
+            ExprKind::Int(i @ (0 | 1)) => Some(i == 1),
+            ExprKind::Bool(b) => Some(b),
+            _ => {
+                sink.push(mismatch(a.value.span(), &a.name.name, "`1` or `0`"));
+                None
+            }
+        },
+        _ => {
+            sink.push(mismatch(a.value.span(), &a.name.name, "`1` or `0`"));
+            None
+        }
+    }
+}
+
 fn mismatch(span: Span, attr: &str, want: &str) -> Diagnostic {
     Diagnostic::new(Code::TypeMismatch, span, format!("`.{attr}` expects {want}"))
         .label(format!("expected {want}"))
@@ -182,9 +207,18 @@ pub(crate) fn backend(
         between_bytes_timeout: None,
         max_connections: None,
         probe: None,
+        tls: None,
+        proxy_header: None,
         none: d.none,
     };
     let mut port_set = false;
+    let mut ssl = false;
+    let mut tls = BackendTls {
+        sni: true,
+        verify_peer: true,
+        verify_host: true,
+        ca: None,
+    };
     for a in &d.attrs {
         match a.name.name.as_str() {
             "host" => {
@@ -194,7 +228,10 @@ pub(crate) fn backend(
                     b.host = host.to_string();
                     if let Some(p) = port {
                         match p.parse() {
-                            Ok(p) => b.port = p,
+                            Ok(p) => {
+                                b.port = p;
+                                port_set = true;
+                            }
                             Err(_) => sink.push(bad_port(a.value.span())),
                         }
                     }
@@ -222,6 +259,32 @@ pub(crate) fn backend(
             "first_byte_timeout" => b.first_byte_timeout = expect_duration(sink, a),
             "between_bytes_timeout" => b.between_bytes_timeout = expect_duration(sink, a),
             "max_connections" => b.max_connections = expect_int(sink, a),
+            "ssl" => ssl = expect_flag(sink, a).unwrap_or(ssl),
+            "ssl_sni" => tls.sni = expect_flag(sink, a).unwrap_or(tls.sni),
+            "ssl_verify_peer" => tls.verify_peer = expect_flag(sink, a).unwrap_or(tls.verify_peer),
+            "ssl_verify_host" => tls.verify_host = expect_flag(sink, a).unwrap_or(tls.verify_host),
+            "ssl_ca" => match expect_string(sink, a) {
+                Some(path) if path.trim().is_empty() => sink.push(
+                    Diagnostic::new(Code::BadDeclaration, a.value.span(), "empty `.ssl_ca`")
+                        .label("expected the path of a PEM file of CA certificates"),
+                ),
+                Some(path) => {
+                    tls.ca = Some(CaFile {
+                        path,
+                        declared_at: String::new(),
+                        span: a.span,
+                    })
+                }
+                None => {}
+            },
+            "proxy_header" => match expect_int(sink, a) {
+                Some(version @ (1 | 2)) => b.proxy_header = Some(version as u8),
+                Some(_) => sink.push(
+                    mismatch(a.value.span(), "proxy_header", "`1` or `2`")
+                        .hint("the PROXY protocol version: 1 (text) or 2 (binary)"),
+                ),
+                None => {}
+            },
             "probe" => match &a.value {
                 AttrValue::Block(attrs, _) => b.probe = Some(probe(sink, None, attrs)),
                 AttrValue::Expr(e) => match &e.kind {
@@ -229,6 +292,7 @@ pub(crate) fn backend(
                         Some(p) => b.probe = Some(p),
                         None => sink.push(
                             Diagnostic::new(Code::UndefinedProbe, e.span, format!("undefined probe `{n}`"))
+                                .undeclared()
                                 .label("no probe with this name")
                                 .maybe_hint(
                                     did_you_mean(n, probe_names.iter().copied())
@@ -253,7 +317,23 @@ pub(crate) fn backend(
             _ => unknown_attr(sink, "backend", a, BACKEND_ATTRS),
         }
     }
-    let _ = port_set;
+    if ssl {
+        // Varnish Enterprise: a TLS backend's port defaults to 443.
+        if !port_set {
+            b.port = 443;
+        }
+        b.tls = Some(tls);
+    } else if let Some(a) = d.attrs.iter().find(|a| a.name.name.starts_with("ssl_")) {
+        sink.push(
+            Diagnostic::new(
+                Code::NoEffect,
+                a.name.span,
+                format!("`.{}` has no effect without `.ssl = 1;`", a.name.name),
+            )
+            .label("ignored")
+            .hint("add `.ssl = 1;` to talk TLS to this backend"),
+        );
+    }
     if !d.none && b.host.is_empty() && !d.attrs.iter().any(|a| a.name.name == "host") {
         sink.push(
             Diagnostic::new(

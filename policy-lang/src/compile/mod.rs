@@ -28,8 +28,37 @@ pub struct BackendDecl {
     pub between_bytes_timeout: Option<Duration>,
     pub max_connections: Option<u32>,
     pub probe: Option<ProbeDecl>,
+    /// `.ssl = 1;`: TLS to the origin, with the other `.ssl_*` attributes.
+    pub tls: Option<BackendTls>,
+    /// `.proxy_header = 1|2;`: the PROXY protocol version whose header starts each new
+    /// connection to the origin.
+    pub proxy_header: Option<u8>,
     /// `backend NAME none;`: a placeholder that always fails.
     pub none: bool,
+}
+
+/// How a backend with `.ssl = 1;` talks TLS (Varnish Enterprise's attribute names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendTls {
+    /// `.ssl_sni` (default 1): send the server name (`.host_header`, else `.host`).
+    pub sni: bool,
+    /// `.ssl_verify_peer` (default 1): the certificate must chain to a trusted root.
+    pub verify_peer: bool,
+    /// `.ssl_verify_host` (default 1, Varnish Enterprise's is 0): the certificate must name
+    /// the server name.
+    pub verify_host: bool,
+    /// `.ssl_ca = "FILE"`: trust these roots instead of the system's.
+    pub ca: Option<CaFile>,
+}
+
+/// `.ssl_ca = "FILE"`: PEM certificates, read by the runtime when the policy loads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaFile {
+    /// Resolved against the declaring file, as plugin paths are.
+    pub path: String,
+    /// `FILE:LINE` of the attribute, for errors about the file.
+    pub declared_at: String,
+    pub(crate) span: crate::diagnostics::Span,
 }
 
 /// A health probe (`probe NAME { ... }` or inline `.probe = { ... }`).
