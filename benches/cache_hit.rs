@@ -30,7 +30,10 @@ fn hit_after_bans(c: &mut Criterion, name: &str, bans: usize) {
     let (sender, admin) = runtime.block_on(async {
         let origin = loopback::origin(Bytes::from(vec![b'x'; 510]), "max-age=3600").await;
         let config = Config {
-            listen: vec!["127.0.0.1:0".parse().expect("valid")],
+            listen: vec!["127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .expect("valid")
+                .into()],
             backend: Some(origin.to_string()),
             admin_listen: Some("127.0.0.1:0".parse().expect("valid")),
             ..Config::default()

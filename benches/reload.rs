@@ -67,7 +67,10 @@ async fn setup() -> Setup {
     eprintln!("policy: {} lines", text.lines().count());
     std::fs::write(&path, text).expect("write policy");
     let config = Config {
-        listen: vec!["127.0.0.1:0".parse().expect("valid")],
+        listen: vec!["127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .expect("valid")
+            .into()],
         policy: Some(path.clone()),
         ..Config::default()
     };

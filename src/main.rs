@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use edgecache_runtime::config::{
     parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen, parse_size, CacheAdmission,
-    FileConfig, InvalidateOnUnsafe, LogFormat,
+    FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
 
@@ -34,7 +34,7 @@ enum Command {
     Demo {
         /// Address for the proxy.
         #[arg(short = 'a', long = "listen", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
-        listen: SocketAddr,
+        listen: ListenSpec,
     },
     /// Talk to a running edgecache's admin API: status, stats, metrics, backends, purge, ban, reload.
     Admin(AdminArgs),
@@ -87,9 +87,10 @@ enum AdminAction {
 struct ServeArgs {
     /// Listen address (HTTP/1.1 and h2c), or :PORT for every interface; repeat for several.
     /// Default 127.0.0.1:8080.
-    #[arg(short = 'a', long = "listen", value_name = "IP:PORT", value_parser = parse_listen)]
-    listen: Vec<SocketAddr>,
+    #[arg(short = 'a', long = "listen", value_name = "IP:PORT[,PROXY]", value_parser = parse_listen)]
+    listen: Vec<ListenSpec>,
     /// Default origin, used when the policy declares no backend.
+    /// `,PROXY` after it: connections start with a PROXY protocol v1/v2 header.
     #[arg(short = 'b', long = "backend", value_name = "HOST:PORT")]
     backend: Option<String>,
     /// Policy file (VCL subset).
@@ -451,7 +452,7 @@ fn admin(args: AdminArgs) -> ExitCode {
     }
 }
 
-fn demo(listen: SocketAddr) -> ExitCode {
+fn demo(listen: ListenSpec) -> ExitCode {
     edgecache_runtime::logging::init(LogFormat::Compact);
     let result = edgecache_runtime::run_demo(listen, |origin, proxy| {
         println!("edgecache demo: origin on http://{origin}, proxy on http://{proxy}\n");
@@ -479,7 +480,7 @@ mod tests {
     /// serve flag is given here once.
     #[test]
     fn every_serve_flag_parses_into_a_config() {
-        let flags = "edgecache -a :6081 -a 127.0.0.1:8080 -b 127.0.0.1:9000 -f examples/default.vcl \
+        let flags = "edgecache -a :6081 -a 127.0.0.1:8080,PROXY -b 127.0.0.1:9000 -f examples/default.vcl \
              --config examples/edgecache.toml -s 64m -t 120 --max-object-size 1m --cache-admission tinylfu \
              --finish-abandoned-fills 512k --threads 2 \
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
@@ -505,3 +506,4 @@ mod tests {
         assert_eq!(config.max_connections, 100);
     }
 }
+        assert!(config.listen[1].proxy_protocol);

@@ -203,7 +203,7 @@ async fn a_token_file_makes_the_token_required() {
 async fn off_loopback_needs_a_token_file() {
     let origin = cacheable_origin().await;
     let mut config = Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         backend: Some(origin.addr.to_string()),
         admin_listen: Some(SocketAddr::from(([0, 0, 0, 0], 0))),
         ..Config::default()
@@ -236,7 +236,7 @@ async fn off_loopback_needs_a_token_file() {
     let empty = path_in(&dir, "empty.token");
     std::fs::write(&empty, "\n").unwrap();
     let config = Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         backend: Some(origin.addr.to_string()),
         admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         admin_token_file: Some(empty),

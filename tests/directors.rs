@@ -49,7 +49,7 @@ async fn start(policy: &str) -> (Running, SocketAddr) {
     let path = support::write_policy("directors", policy);
     // No -b: the policy's backends are the origins.
     let config = edgecache_runtime::Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         policy: Some(path),
         ..Default::default()
     };
@@ -138,7 +138,7 @@ sub vcl_recv {{ set req.backend_hint = h.backend(req.url); return (pass); }}\n",
     let all = "h.add_backend(a, 1.0); h.add_backend(b, 1.0); h.add_backend(c, 1.0);";
     let path = support::write_policy("directors", &policy(&[&a, &b, &c], all));
     let config = edgecache_runtime::Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         policy: Some(path.clone()),
         watch_policy: false,
         ..Default::default()

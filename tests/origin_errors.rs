@@ -120,7 +120,7 @@ async fn a_stalled_body_is_cut_not_hung() {
 async fn a_backend_on_edgecaches_own_listen_address_is_refused_at_start() {
     let own = unused_port().await;
     let config = edgecache_runtime::Config {
-        listen: vec![own],
+        listen: vec![own.into()],
         backend: Some(format!("localhost:{}", own.port())),
         ..Default::default()
     };

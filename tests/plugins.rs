@@ -269,7 +269,7 @@ sub vcl_recv { plugin.request(ghost); }
 "#,
     );
     let config = edgecache_runtime::Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         backend: Some("127.0.0.1:9".into()),
         policy: Some(policy),
         ..Default::default()

@@ -45,7 +45,7 @@ fn target() -> &'static Target {
                 .await
                 .expect("the demo origin starts");
             crate::start(Config {
-                listen: vec![loopback],
+                listen: vec![loopback.into()],
                 backend: Some(origin.to_string()),
                 ..Config::default()
             })

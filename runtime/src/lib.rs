@@ -150,7 +150,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .map_err(|(address, source)| StartError::Bind { address, source })?;
     let listen_addrs = listeners
         .iter()
-        .map(|listener| listener.local_addr().expect("a bound listener has an address"))
+        .map(|(listener, _)| listener.local_addr().expect("a bound listener has an address"))
         .collect();
     let started = std::time::Instant::now();
     // Request durations for /metrics; the proxy records into it (see admin::metrics).
@@ -219,7 +219,7 @@ pub fn run(config: Config, on_started: impl FnOnce(&[SocketAddr])) -> Result<(),
 /// in front of it, until SIGINT or SIGTERM. `on_started` gets the origin's and the proxy's
 /// addresses.
 pub fn run_demo(
-    listen: SocketAddr,
+    listen: config::ListenSpec,
     on_started: impl FnOnce(SocketAddr, SocketAddr),
 ) -> Result<(), StartError> {
     build_runtime(None)?.block_on(async move {

@@ -233,13 +233,13 @@ fn backends(
 
 /// Whether `address` (`HOST:PORT`) names one of `listen`: a backend there would send every
 /// request back to edgecache. Host names other than `localhost` are not resolved here.
-fn is_own_listen_address(address: &str, listen: &[std::net::SocketAddr]) -> bool {
+fn is_own_listen_address(address: &str, listen: &[crate::config::ListenSpec]) -> bool {
     let target = match address.strip_prefix("localhost:") {
         Some(port) => format!("127.0.0.1:{port}").parse(),
         None => address.parse::<std::net::SocketAddr>(),
     };
     let Ok(target) = target else { return false };
-    listen.iter().any(|own| {
+    listen.iter().map(|spec| spec.addr).any(|own| {
         own.port() == target.port()
             && (own.ip() == target.ip() || (own.ip().is_unspecified() && target.ip().is_loopback()))
     })

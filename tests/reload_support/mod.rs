@@ -57,7 +57,7 @@ pub async fn start_with_policy(
 ) -> (Running, SocketAddr) {
     super::support::trace_init();
     let mut config = Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         backend: Some(backend.to_string()),
         policy: Some(policy.to_path_buf()),
         admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),

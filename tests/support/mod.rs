@@ -435,7 +435,7 @@ pub fn write_policy(name: &str, text: &str) -> std::path::PathBuf {
 pub async fn start_proxy(backend: SocketAddr, tweak: impl FnOnce(&mut Config)) -> (Running, SocketAddr) {
     trace_init();
     let mut config = Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         backend: Some(backend.to_string()),
         ..Config::default()
     };

@@ -162,7 +162,7 @@ impl FileConfig {
                         ConfigError::new(
                             "listen",
                             problem,
-                            "IP:PORT, e.g. \"127.0.0.1:8080\", or \":6081\"",
+                            "IP:PORT or :PORT, then ,PROXY and/or ,tls, e.g. \"127.0.0.1:8080\", \":6086,PROXY\"",
                         )
                     })
                 })

@@ -39,6 +39,41 @@ impl ConfigError {
 
 /// Access log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// One `-a` listener: `IP:PORT` or `:PORT`, then options as varnishd writes them (`,PROXY`; `,tls` for TLS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenSpec {
+    pub addr: SocketAddr,
+    /// Every connection starts with a PROXY protocol v1 or v2 header (HAProxy's `send-proxy`,
+    /// `send-proxy-v2`) naming the real client; one without it is closed.
+    pub proxy_protocol: bool,
+    /// TLS is terminated on this listener.
+    pub tls: bool,
+}
+
+impl From<SocketAddr> for ListenSpec {
+    /// A plain HTTP/1.1 + h2c listener.
+    fn from(addr: SocketAddr) -> Self {
+        ListenSpec {
+            addr,
+            proxy_protocol: false,
+            tls: false,
+        }
+    }
+}
+
+impl std::fmt::Display for ListenSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.addr)?;
+        if self.proxy_protocol {
+            f.write_str(",PROXY")?;
+        }
+        if self.tls {
+            f.write_str(",tls")?;
+        }
+        Ok(())
+    }
+}
+
 pub enum LogFormat {
     /// One compact human-readable line per request.
     #[default]
@@ -212,8 +247,8 @@ impl Default for H2Limits {
 /// Everything the runtime needs to start.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Addresses to listen on (HTTP/1.1 and h2c on each).
-    pub listen: Vec<SocketAddr>,
+    /// Listeners (HTTP/1.1 and h2c on each, `,PROXY` / `,tls` as asked). Default `127.0.0.1:8080`.
+    pub listen: Vec<ListenSpec>,
     /// Default origin as `host:port`, used when the policy declares no backend.
     pub backend: Option<String>,
     /// Policy file (`*.vcl`); `None` runs Varnish's builtin behaviour.
@@ -296,7 +331,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080)).into()],
             backend: None,
             policy: None,
             cache_size: 256 * 1024 * 1024,
@@ -380,7 +415,8 @@ impl Config {
         self.request_limits.validate()?;
         self.h2_limits.validate()?;
         let mut seen = Vec::with_capacity(self.listen.len());
-        for address in &self.listen {
+        for spec in &self.listen {
+            let address = spec.addr;
             if seen.contains(&address) {
                 return Err(ConfigError::new(
                     "listen (-a)",
@@ -429,6 +465,13 @@ const MAX_REQUEST_HEAD: usize = 1024 * 1024;
 const MIN_HEADER_SIZE: usize = 1024;
 
 impl RequestLimits {
+            if spec.tls {
+                return Err(ConfigError::new(
+                    "listen (-a)",
+                    format!("{spec}: TLS listeners need --tls-cert/--tls-key"),
+                    "IP:PORT or :PORT, optionally with ,PROXY",
+                ));
+            }
     fn validate(&self) -> Result<(), ConfigError> {
         if !(MIN_REQUEST_HEAD..=MAX_REQUEST_HEAD).contains(&self.max_request_head) {
             return Err(ConfigError::new(

@@ -48,14 +48,39 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(value * scale).map_err(|_| format!("`{text}` is out of range"))
 }
 
-/// Parses a listen address: `IP:PORT`, or varnishd's `:PORT` for every interface.
-pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
-    let full = match text.strip_prefix(':') {
+/// Parses a listener as varnishd's `-a`: `IP:PORT`, or `:PORT` for every interface, then
+/// options after commas: one protocol, `HTTP` (the default) or `PROXY` (varnishd compares
+/// them case-insensitively), and `tls`.
+pub fn parse_listen(text: &str) -> Result<super::ListenSpec, String> {
+    let mut parts = text.split(',');
+    let address = parts.next().unwrap_or_default().trim();
+    let full = match address.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
-        None => text.to_string(),
+        None => address.to_string(),
     };
-    full.parse()
-        .map_err(|_| format!("`{text}` is not IP:PORT (or :PORT for every interface)"))
+    let addr = full
+        .parse::<std::net::SocketAddr>()
+        .map_err(|_| format!("`{address}` is not IP:PORT (or :PORT for every interface)"))?;
+    let mut spec = super::ListenSpec::from(addr);
+    let mut protocol = None;
+    let mut tls = false;
+    for option in parts.map(str::trim) {
+        if option.eq_ignore_ascii_case("tls") && !tls {
+            tls = true;
+        } else if (option.eq_ignore_ascii_case("HTTP") || option.eq_ignore_ascii_case("PROXY"))
+            && protocol.is_none()
+        {
+            protocol = Some(option);
+        } else {
+            return Err(format!(
+                "`{option}` in `{text}` is not a listener option (or is given twice); \
+                 accepted after the address: one of ,HTTP or ,PROXY, and ,tls"
+            ));
+        }
+    }
+    spec.proxy_protocol = protocol.is_some_and(|name| name.eq_ignore_ascii_case("PROXY"));
+    spec.tls = tls;
+    Ok(spec)
 }
 
 /// Parses a comma-separated list of networks; a bare address means that one host.
@@ -77,13 +102,30 @@ mod tests {
 
     #[test]
     fn listen_addresses() {
-        assert_eq!(
-            parse_listen("127.0.0.1:8080").unwrap().to_string(),
-            "127.0.0.1:8080"
-        );
-        assert_eq!(parse_listen(":6081").unwrap().to_string(), "0.0.0.0:6081");
-        assert_eq!(parse_listen("[::1]:80").unwrap().to_string(), "[::1]:80");
+        for (text, want) in [
+            ("127.0.0.1:8080", "127.0.0.1:8080"),
+            (":6081", "0.0.0.0:6081"),
+            ("[::1]:80", "[::1]:80"),
+            (":6086,PROXY", "0.0.0.0:6086,PROXY"),
+            (":6086,proxy", "0.0.0.0:6086,PROXY"),
+            ("127.0.0.1:80,HTTP", "127.0.0.1:80"),
+            (":443,tls", "0.0.0.0:443,tls"),
+            (":443,PROXY,tls", "0.0.0.0:443,PROXY,tls"),
+            (":443,tls,PROXY", "0.0.0.0:443,PROXY,tls"),
+        ] {
+            assert_eq!(parse_listen(text).unwrap().to_string(), want, "{text}");
+        }
         assert!(parse_listen("6081").unwrap_err().contains(":PORT"));
+        for refused in [
+            ":80,PROXY,HTTP",
+            ":80,PROXY,PROXY",
+            ":80,tls,tls",
+            ":80,h2",
+            ":80,",
+        ] {
+            let error = parse_listen(refused).unwrap_err();
+            assert!(error.contains(",PROXY"), "{refused}: {error}");
+        }
     }
 
     #[test]

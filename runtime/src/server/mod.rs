@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::{ClientTimeouts, Config, H2Limits, RequestLimits};
+use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits};
 use crate::proxy::{self, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
@@ -55,7 +55,7 @@ impl Options {
 /// Accepts connections on `listeners` until `stop` flips, then waits up to `grace` for the
 /// requests in flight to finish.
 pub(crate) async fn serve(
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     options: Options,
@@ -78,10 +78,11 @@ pub(crate) async fn serve(
     let cap = Arc::new(ConnectionCap::new(options.max_connections));
     cap.check_file_limit();
     let mut accepting = tokio::task::JoinSet::new();
-    for listener in listeners {
+    for (listener, spec) in listeners {
         accepting.spawn(accept_loop(
             listener,
             Client {
+            spec,
                 shared: shared.clone(),
                 builder: builder.clone(),
                 timeouts: options.timeouts,
@@ -114,7 +115,7 @@ struct Client {
     h2_limits: H2Limits,
 }
 
-async fn accept_loop(listener: TcpListener, client: Client, cap: Arc<ConnectionCap>) {
+async fn accept_loop(listener: TcpListener, _spec: ListenSpec, client: Client, cap: Arc<ConnectionCap>) {
     let mut stop = client.stop.clone();
     let address = listener.local_addr().expect("a bound listener has an address");
     let mut accept_failures = Occasional::default();
@@ -216,14 +217,16 @@ async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
 }
 
 /// Binds every address, so a taken port fails at start, not later.
-pub(crate) async fn bind(addresses: &[SocketAddr]) -> Result<Vec<TcpListener>, (SocketAddr, std::io::Error)> {
-    let mut listeners = Vec::with_capacity(addresses.len());
-    for address in addresses {
-        listeners.push(
-            TcpListener::bind(address)
-                .await
-                .map_err(|error| (*address, error))?,
-        );
+/// A bound listener and what its connections speak.
+pub(crate) type Listener = (TcpListener, ListenSpec);
+
+pub(crate) async fn bind(specs: &[ListenSpec]) -> Result<Vec<Listener>, (SocketAddr, std::io::Error)> {
+    let mut listeners = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let socket = TcpListener::bind(spec.addr)
+            .await
+            .map_err(|error| (spec.addr, error))?;
+        listeners.push((socket, *spec));
     }
     Ok(listeners)
 }
