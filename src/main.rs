@@ -86,11 +86,11 @@ enum AdminAction {
 #[derive(Args)]
 struct ServeArgs {
     /// Listen address (HTTP/1.1 and h2c), or :PORT for every interface; repeat for several.
+    /// `,PROXY` after it: connections start with a PROXY protocol v1/v2 header.
     /// Default 127.0.0.1:8080.
     #[arg(short = 'a', long = "listen", value_name = "IP:PORT[,PROXY]", value_parser = parse_listen)]
     listen: Vec<ListenSpec>,
     /// Default origin, used when the policy declares no backend.
-    /// `,PROXY` after it: connections start with a PROXY protocol v1/v2 header.
     #[arg(short = 'b', long = "backend", value_name = "HOST:PORT")]
     backend: Option<String>,
     /// Policy file (VCL subset).
@@ -494,6 +494,7 @@ mod tests {
         let cli = Cli::try_parse_from(flags.split_whitespace()).unwrap_or_else(|error| panic!("{error}"));
         let config = cli.serve.into_config().unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(config.listen[0].to_string(), "0.0.0.0:6081");
+        assert!(config.listen[1].proxy_protocol);
         assert_eq!(config.purge_allow.len(), 2);
         assert_eq!(config.invalidate_on_unsafe, InvalidateOnUnsafe::Off);
         assert_eq!(config.cache_admission, CacheAdmission::TinyLfu);
@@ -506,4 +507,3 @@ mod tests {
         assert_eq!(config.max_connections, 100);
     }
 }
-        assert!(config.listen[1].proxy_protocol);

@@ -37,8 +37,6 @@ impl ConfigError {
     }
 }
 
-/// Access log line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 /// One `-a` listener: `IP:PORT` or `:PORT`, then options as varnishd writes them (`,PROXY`; `,tls` for TLS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ListenSpec {
@@ -74,6 +72,8 @@ impl std::fmt::Display for ListenSpec {
     }
 }
 
+/// Access log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// One compact human-readable line per request.
     #[default]
@@ -425,6 +425,13 @@ impl Config {
                 ));
             }
             seen.push(address);
+            if spec.tls {
+                return Err(ConfigError::new(
+                    "listen (-a)",
+                    format!("{spec}: TLS listeners need --tls-cert/--tls-key"),
+                    "IP:PORT or :PORT, optionally with ,PROXY",
+                ));
+            }
         }
         if self.backend.is_none() && self.policy.is_none() {
             return Err(ConfigError::new(
@@ -465,13 +472,6 @@ const MAX_REQUEST_HEAD: usize = 1024 * 1024;
 const MIN_HEADER_SIZE: usize = 1024;
 
 impl RequestLimits {
-            if spec.tls {
-                return Err(ConfigError::new(
-                    "listen (-a)",
-                    format!("{spec}: TLS listeners need --tls-cert/--tls-key"),
-                    "IP:PORT or :PORT, optionally with ,PROXY",
-                ));
-            }
     fn validate(&self) -> Result<(), ConfigError> {
         if !(MIN_REQUEST_HEAD..=MAX_REQUEST_HEAD).contains(&self.max_request_head) {
             return Err(ConfigError::new(

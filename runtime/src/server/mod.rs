@@ -81,8 +81,8 @@ pub(crate) async fn serve(
     for (listener, spec) in listeners {
         accepting.spawn(accept_loop(
             listener,
-            Client {
             spec,
+            Client {
                 shared: shared.clone(),
                 builder: builder.clone(),
                 timeouts: options.timeouts,
@@ -216,10 +216,10 @@ async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
     }
 }
 
-/// Binds every address, so a taken port fails at start, not later.
 /// A bound listener and what its connections speak.
 pub(crate) type Listener = (TcpListener, ListenSpec);
 
+/// Binds every address, so a taken port fails at start, not later.
 pub(crate) async fn bind(specs: &[ListenSpec]) -> Result<Vec<Listener>, (SocketAddr, std::io::Error)> {
     let mut listeners = Vec::with_capacity(specs.len());
     for spec in specs {
