@@ -141,6 +141,14 @@ struct ServeArgs {
     /// Default 60s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     body_timeout: Option<Duration>,
+    /// How long one response may take to send, head to last byte; then the connection is
+    /// closed. Default 600s, Varnish's send_timeout.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    send_timeout: Option<Duration>,
+    /// How long a response may wait for a client that takes nothing of it; then the
+    /// connection is closed. Default 60s, Varnish's idle_send_timeout.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_send_timeout: Option<Duration>,
     /// Open client connections; past it new clients wait until one closes. Default 10000.
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
@@ -264,6 +272,8 @@ impl ServeArgs {
         set(&mut config.client_timeouts.header, self.header_timeout);
         set(&mut config.client_timeouts.idle, self.idle_timeout);
         set(&mut config.client_timeouts.body, self.body_timeout);
+        set(&mut config.client_timeouts.send, self.send_timeout);
+        set(&mut config.client_timeouts.idle_send, self.idle_send_timeout);
         set(&mut config.max_connections, self.max_connections);
         let bytes = |size: u64| usize::try_from(size).unwrap_or(usize::MAX);
         set(
@@ -485,6 +495,7 @@ mod tests {
              --finish-abandoned-fills 512k --threads 2 \
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
              --header-timeout 2s --idle-timeout 3s --body-timeout 4s --max-connections 100 \
+             --send-timeout 5m --idle-send-timeout 30s \
              --max-header-size 16k --max-request-head 64k --h2-rapid-reset-limit 50 \
              --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
              --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
@@ -504,6 +515,8 @@ mod tests {
         assert_eq!(config.request_limits.max_header_size, 16 * 1024);
         assert_eq!(config.h2_limits.rapid_reset_limit, 50);
         assert_eq!(config.client_timeouts.body, Duration::from_secs(4));
+        assert_eq!(config.client_timeouts.send, Duration::from_secs(300));
+        assert_eq!(config.client_timeouts.idle_send, Duration::from_secs(30));
         assert_eq!(config.max_connections, 100);
     }
 }

@@ -1,6 +1,7 @@
 //! What one client can hold: slow request heads (slowloris), idle keep-alive connections, request
-//! bodies that stall, and connections past `--max-connections` are bounded; and a SIGHUP that
-//! arrives as the listener opens reloads instead of killing the process.
+//! bodies that stall, responses a client does not read, and connections past
+//! `--max-connections` are bounded; and a SIGHUP that arrives as the listener opens reloads
+//! instead of killing the process.
 //!
 //! Timeouts are configured short (1 s) so each test waits for them to fire in about a second.
 
@@ -330,6 +331,123 @@ async fn a_silent_request_body_times_out() {
         seen.after_head <= SECOND + SLACK,
         "origin connection held {seen:?}"
     );
+}
+
+/// A raw origin: `/huge` gets a 1 GiB body written as fast as edgecache takes it, and reports
+/// how long after the request head its connection was closed; anything else gets `hello`.
+async fn huge_origin() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<Duration>) {
+    const HUGE: u64 = 1 << 30;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (report, reports) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let report = report.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let received = Instant::now();
+                if !head.starts_with(b"GET /huge") {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+                        .await;
+                    return;
+                }
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {HUGE}\r\n\r\n");
+                stream.write_all(head.as_bytes()).await.unwrap();
+                let zeros = [0u8; 64 * 1024];
+                let mut left = HUGE;
+                while left > 0 {
+                    if stream.write_all(&zeros).await.is_err() {
+                        let _ = report.send(received.elapsed());
+                        return;
+                    }
+                    left -= zeros.len() as u64;
+                }
+            });
+        }
+    });
+    (addr, reports)
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_closed_at_the_send_timeout() {
+    let (origin, mut origin_closed) = huge_origin().await;
+    let (_proxy, addr) = start_proxy(origin, |config| {
+        config.client_timeouts.idle_send = SECOND;
+        // Far longer: a close at ~1 s is the idle send timeout's.
+        config.client_timeouts.send = 30 * SECOND;
+    })
+    .await;
+    let mut client = TcpStream::connect(addr).await.expect("connect");
+    client
+        .write_all(b"GET /huge HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        .await
+        .unwrap();
+    // The client reads nothing: once the socket buffers are full, no write goes through.
+    let held = tokio::time::timeout(EXCHANGE_LIMIT, origin_closed.recv())
+        .await
+        .expect("the origin fetch is stopped")
+        .expect("the origin reports");
+    assert!(
+        held >= SECOND - Duration::from_millis(50) && held <= SECOND + SLACK,
+        "the origin connection was held {held:?}; the idle send timeout is 1 s"
+    );
+    let received = read_until_closed(&mut client)
+        .await
+        .expect("the client connection is closed");
+    assert!(received.starts_with(b"HTTP/1.1 200"), "the response had begun");
+    assert!(received.len() < 64 << 20, "got {} bytes of 1 GiB", received.len());
+
+    let reply = get(addr, "/small", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "hello");
+}
+
+#[tokio::test]
+async fn a_client_reading_too_slowly_is_closed_at_the_send_timeout() {
+    let (origin, mut origin_closed) = huge_origin().await;
+    let (_proxy, addr) = start_proxy(origin, |config| {
+        config.client_timeouts.send = SECOND;
+        // Longer: every write of this client goes through well within it.
+        config.client_timeouts.idle_send = 5 * SECOND;
+    })
+    .await;
+    let mut client = TcpStream::connect(addr).await.expect("connect");
+    client
+        .write_all(b"GET /huge HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        .await
+        .unwrap();
+    // 16 KiB every 50 ms: the writes keep going through, the response would take an hour.
+    let trickle = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(1..) = client.read(&mut buf).await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    // What the socket buffers hold still arrives after the close, so the origin tells when.
+    let held = tokio::select! {
+        held = origin_closed.recv() => held.expect("the origin reports"),
+        _ = trickle => panic!("the client saw the end before the origin connection closed"),
+        _ = tokio::time::sleep(EXCHANGE_LIMIT) => panic!("the origin fetch was not stopped"),
+    };
+    assert!(
+        held >= SECOND - Duration::from_millis(50) && held <= SECOND + SLACK,
+        "the origin connection was held {held:?}; the send timeout is 1 s"
+    );
+    read_until_closed(&mut client)
+        .await
+        .expect("the slow client is closed");
+    assert_eq!(get(addr, "/small", &[]).await.status, 200);
 }
 
 // === the real binary ===

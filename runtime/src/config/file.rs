@@ -16,6 +16,8 @@
 //! header_timeout = "10s"            # a client's request head, from its first byte
 //! idle_timeout = "5s"               # a client connection with no request in flight
 //! body_timeout = "60s"              # silence within a client's request body
+//! send_timeout = "600s"             # sending one response, head to last byte
+//! idle_send_timeout = "60s"         # a client that takes nothing of its response
 //! max_connections = 10000           # open client connections
 //! purge_allow = ["127.0.0.1/8", "::1"]
 //! invalidate_on_unsafe = "allowed"  # who evicts by POST/PUT/DELETE/...: "all", "allowed" (purge_allow), "off"
@@ -83,6 +85,8 @@ pub struct FileConfig {
     header_timeout: Option<Quantity>,
     idle_timeout: Option<Quantity>,
     body_timeout: Option<Quantity>,
+    send_timeout: Option<Quantity>,
+    idle_send_timeout: Option<Quantity>,
     max_connections: Option<usize>,
     purge_allow: Option<Vec<String>>,
     invalidate_on_unsafe: Option<String>,
@@ -225,6 +229,16 @@ impl FileConfig {
             "body_timeout",
             self.body_timeout,
             &mut config.client_timeouts.body,
+        )?;
+        duration(
+            "send_timeout",
+            self.send_timeout,
+            &mut config.client_timeouts.send,
+        )?;
+        duration(
+            "idle_send_timeout",
+            self.idle_send_timeout,
+            &mut config.client_timeouts.idle_send,
         )?;
         if let Some(max) = self.max_connections {
             config.max_connections = max;

@@ -182,6 +182,15 @@ pub struct ClientTimeouts {
     /// with 408 and its origin connection is closed. Default 60 s, nginx's
     /// `client_body_timeout`.
     pub body: Duration,
+    /// How long one response may take to send, from its head to its last byte
+    /// (`--send-timeout`): past it the connection is closed. Default 600 s, Varnish's
+    /// `send_timeout`; raise it for downloads that take longer.
+    pub send: Duration,
+    /// How long what is being sent may wait for the client to take it (`--idle-send-timeout`):
+    /// a client that stops reading is closed after this. Default 60 s, Varnish's
+    /// `idle_send_timeout` (which Varnish extends until `send_timeout`) and nginx's
+    /// `send_timeout`.
+    pub idle_send: Duration,
 }
 
 impl Default for ClientTimeouts {
@@ -190,6 +199,8 @@ impl Default for ClientTimeouts {
             header: Duration::from_secs(10),
             idle: Duration::from_secs(5),
             body: Duration::from_secs(60),
+            send: Duration::from_secs(600),
+            idle_send: Duration::from_secs(60),
         }
     }
 }
@@ -403,6 +414,11 @@ impl Config {
             ("header_timeout (--header-timeout)", self.client_timeouts.header),
             ("idle_timeout (--idle-timeout)", self.client_timeouts.idle),
             ("body_timeout (--body-timeout)", self.client_timeouts.body),
+            ("send_timeout (--send-timeout)", self.client_timeouts.send),
+            (
+                "idle_send_timeout (--idle-send-timeout)",
+                self.client_timeouts.idle_send,
+            ),
         ] {
             if timeout.is_zero() {
                 return Err(ConfigError::new(
