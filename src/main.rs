@@ -171,6 +171,14 @@ struct ServeArgs {
     /// Default 20000.
     #[arg(long, value_name = "N")]
     h2_max_streams_per_second: Option<u32>,
+    /// HTTP/2 streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// Default 100, Varnish's h2_max_concurrent_streams.
+    #[arg(long, value_name = "N")]
+    h2_max_concurrent_streams: Option<u32>,
+    /// Header fields a request may carry: 431 past it. Default 100 (Varnish's http_max_hdr
+    /// is 64).
+    #[arg(long, value_name = "N")]
+    max_headers: Option<usize>,
     /// Networks allowed to send PURGE, comma-separated. Default loopback.
     #[arg(long, value_name = "CIDR,...", value_parser = parse_networks)]
     purge_allow: Option<Networks>,
@@ -293,6 +301,11 @@ impl ServeArgs {
             &mut config.h2_limits.max_streams_per_second,
             self.h2_max_streams_per_second,
         );
+        set(
+            &mut config.h2_limits.max_concurrent_streams,
+            self.h2_max_concurrent_streams,
+        );
+        set(&mut config.request_limits.max_headers, self.max_headers);
         set(
             &mut config.purge_allow,
             self.purge_allow.map(|Networks(list)| list),
@@ -498,6 +511,7 @@ mod tests {
              --send-timeout 5m --idle-send-timeout 30s \
              --max-header-size 16k --max-request-head 64k --h2-rapid-reset-limit 50 \
              --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
+             --h2-max-concurrent-streams 50 --max-headers 64 \
              --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
              --store-set-cookie --grace 1m --keep 1h --ignore-request-cache-control \
              --targeted-cache-control CDN-Cache-Control --plugin-memory 8m --plugin-deadline 10ms \
@@ -514,6 +528,8 @@ mod tests {
         assert!(!config.watch_policy);
         assert_eq!(config.request_limits.max_header_size, 16 * 1024);
         assert_eq!(config.h2_limits.rapid_reset_limit, 50);
+        assert_eq!(config.h2_limits.max_concurrent_streams, 50);
+        assert_eq!(config.request_limits.max_headers, 64);
         assert_eq!(config.client_timeouts.body, Duration::from_secs(4));
         assert_eq!(config.client_timeouts.send, Duration::from_secs(300));
         assert_eq!(config.client_timeouts.idle_send, Duration::from_secs(30));

@@ -203,3 +203,17 @@ async fn h2_stream_floods_past_the_rate_get_goaway() {
         "streams opened before the client saw GOAWAY get 429: {answered:?}"
     );
 }
+
+#[tokio::test]
+async fn h2_clients_are_told_100_concurrent_streams() {
+    let origin = slow_origin().await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let mut client = H2Frames::connect(addr).await;
+    // The server's SETTINGS came before its answer to this PING.
+    client.round_trip().await.expect("a PONG");
+    assert_eq!(
+        client.send.current_max_send_streams(),
+        100,
+        "SETTINGS_MAX_CONCURRENT_STREAMS, Varnish's h2_max_concurrent_streams"
+    );
+}

@@ -178,3 +178,57 @@ async fn h2_authority_wins_over_host_header() {
     assert_eq!(other.cache(), "MISS");
     assert_eq!(origin.requests(), 2);
 }
+
+#[tokio::test]
+async fn more_than_max_headers_fields_get_431() {
+    // Raw: a hyper origin would refuse the fields edgecache adds past its own 100.
+    let origin = Origin::raw("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok").await;
+    for (configured, limit) in [(None, 100), (Some(40), 40)] {
+        let (_proxy, addr) = start_proxy(origin.addr, |config| {
+            if let Some(limit) = configured {
+                config.request_limits.max_headers = limit;
+            }
+        })
+        .await;
+        let before = origin.requests();
+        // `Host` and `count - 1` more.
+        let head = |count: usize| {
+            let fields: String = (1..count).map(|i| format!("X-Field-{i}: {i}\r\n")).collect();
+            format!("GET /fields HTTP/1.1\r\nHost: a.example\r\n{fields}\r\n")
+        };
+        let response = first_request(addr, &head(limit)).await;
+        assert_eq!(
+            response.status,
+            200,
+            "HTTP/1.1, {limit} fields: {}",
+            String::from_utf8_lossy(&response.body)
+        );
+        assert_eq!(
+            first_request(addr, &head(limit + 1)).await.status,
+            431,
+            "HTTP/1.1, {} fields",
+            limit + 1
+        );
+
+        let names: Vec<String> = (0..=limit).map(|i| format!("x-field-{i}")).collect();
+        let fields: Vec<(&str, &str)> = names.iter().map(|name| (name.as_str(), "1")).collect();
+        let mut h2 = H2Frames::connect(addr).await;
+        let reply = h2
+            .get("http://a.example/h2", &fields[..limit])
+            .await
+            .expect("an answer");
+        assert_eq!(reply.status, StatusCode::OK, "HTTP/2, {limit} fields");
+        let reply = h2.get("http://a.example/h2", &fields).await.expect("an answer");
+        assert_eq!(
+            reply.status,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "HTTP/2, {} fields",
+            limit + 1
+        );
+        assert_eq!(
+            origin.requests() - before,
+            2,
+            "the origin saw only the requests within the limit"
+        );
+    }
+}

@@ -38,6 +38,8 @@
 //! h2_rapid_reset_limit = 100        # origin fetches by reset streams per period; 0 = off
 //! h2_rapid_reset_period = "60s"
 //! h2_max_streams_per_second = 20000 # new HTTP/2 streams per connection; 0 = off
+//! h2_max_concurrent_streams = 100   # HTTP/2 streams open at once (Varnish h2_max_concurrent_streams)
+//! max_headers = 100                 # header fields per request (Varnish http_max_hdr)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -110,6 +112,8 @@ pub struct FileConfig {
     h2_rapid_reset_limit: Option<u32>,
     h2_rapid_reset_period: Option<Quantity>,
     h2_max_streams_per_second: Option<u32>,
+    h2_max_concurrent_streams: Option<u32>,
+    max_headers: Option<usize>,
 }
 
 impl FileConfig {
@@ -286,6 +290,12 @@ impl FileConfig {
         )?;
         if let Some(rate) = self.h2_max_streams_per_second {
             config.h2_limits.max_streams_per_second = rate;
+        }
+        if let Some(streams) = self.h2_max_concurrent_streams {
+            config.h2_limits.max_concurrent_streams = streams;
+        }
+        if let Some(fields) = self.max_headers {
+            config.request_limits.max_headers = fields;
         }
         if let Some(ignore) = self.ignore_request_cache_control {
             config.ignore_request_cache_control = ignore;

@@ -217,6 +217,12 @@ pub struct RequestLimits {
     /// Default 32 KiB, Varnish's `http_req_size`. For HTTP/2 it is the advertised
     /// `SETTINGS_MAX_HEADER_LIST_SIZE`.
     pub max_request_head: usize,
+    /// Header fields in one request; past it 431 (`--max-headers`). Default 100, hyper's own
+    /// HTTP/1 limit: above Varnish's `http_max_hdr` (64, of which its request line takes 5),
+    /// so nothing Varnish accepts is refused, and far above the 15 to 30 fields browsers and
+    /// proxies in front of edgecache send. Above 100, hyper allocates its parse array per
+    /// request.
+    pub max_headers: usize,
 }
 
 impl Default for RequestLimits {
@@ -224,6 +230,7 @@ impl Default for RequestLimits {
         RequestLimits {
             max_header_size: 8 * 1024,
             max_request_head: 32 * 1024,
+            max_headers: 100,
         }
     }
 }
@@ -243,6 +250,10 @@ pub struct H2Limits {
     /// 20,000: above what one connection of a multiplexing load balancer sends edgecache at
     /// full load on two cores, far below a reset flood.
     pub max_streams_per_second: u32,
+    /// Streams open at once, advertised as `SETTINGS_MAX_CONCURRENT_STREAMS`
+    /// (`--h2-max-concurrent-streams`). Default 100, Varnish's `h2_max_concurrent_streams`
+    /// (hyper's own is 200; nginx's `http2_max_concurrent_streams` is 128).
+    pub max_concurrent_streams: u32,
 }
 
 impl Default for H2Limits {
@@ -251,6 +262,7 @@ impl Default for H2Limits {
             rapid_reset_limit: 100,
             rapid_reset_period: Duration::from_secs(60),
             max_streams_per_second: 20_000,
+            max_concurrent_streams: 100,
         }
     }
 }
@@ -486,6 +498,12 @@ const MIN_REQUEST_HEAD: usize = 8 * 1024;
 const MAX_REQUEST_HEAD: usize = 1024 * 1024;
 /// Shorter than this, ordinary cookies and URLs would be refused.
 const MIN_HEADER_SIZE: usize = 1024;
+/// Fewer than this, browsers' ordinary requests (15 to 30 fields) could be refused.
+const MIN_HEADERS: usize = 32;
+/// More than this is not a request any client sends; hyper allocates the array per request.
+const MAX_HEADERS: usize = 1024;
+/// More than this lets one connection hold that many origin fetches at once.
+const MAX_CONCURRENT_STREAMS: u32 = 10_000;
 
 impl RequestLimits {
     fn validate(&self) -> Result<(), ConfigError> {
@@ -511,6 +529,13 @@ impl RequestLimits {
                 ),
             ));
         }
+        if !(MIN_HEADERS..=MAX_HEADERS).contains(&self.max_headers) {
+            return Err(ConfigError::new(
+                "max_headers (--max-headers)",
+                format!("{} header fields", self.max_headers),
+                format!("{MIN_HEADERS} to {MAX_HEADERS}; the default is 100"),
+            ));
+        }
         Ok(())
     }
 }
@@ -522,6 +547,13 @@ impl H2Limits {
                 "h2_rapid_reset_period (--h2-rapid-reset-period)",
                 "0 would never refill the budget of --h2-rapid-reset-limit",
                 "a duration above 0, e.g. 60s (or --h2-rapid-reset-limit 0 to turn the cap off)",
+            ));
+        }
+        if !(1..=MAX_CONCURRENT_STREAMS).contains(&self.max_concurrent_streams) {
+            return Err(ConfigError::new(
+                "h2_max_concurrent_streams (--h2-max-concurrent-streams)",
+                format!("{} streams", self.max_concurrent_streams),
+                format!("1 to {MAX_CONCURRENT_STREAMS}; the default is 100"),
             ));
         }
         Ok(())

@@ -6,7 +6,9 @@
 //! HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE` are set to it, both answer 431), and the server
 //! bounds a connection's first request line (`server/first_line.rs`); here every request is
 //! held to the per-field limit, its target to the same length (414), and its method to
-//! [`MAX_METHOD_LEN`] (501).
+//! [`MAX_METHOD_LEN`] (501). The number of fields is hyper's to refuse over HTTP/1 (431 past
+//! `--max-headers`, set on its parser) and checked here for HTTP/2, whose header list only
+//! `SETTINGS_MAX_HEADER_LIST_SIZE` bounds.
 //!
 //! Host: a request target in absolute form (`GET http://a.example/ HTTP/1.1`) names its host,
 //! and RFC 9112 §3.2.2 makes it win over `Host`; HTTP/2's `:authority` wins likewise
@@ -34,6 +36,8 @@ pub(super) enum Refusal {
         length: usize,
         limit: usize,
     },
+    #[error("{count} header fields; the limit is {limit} (--max-headers)")]
+    TooManyFields { count: usize, limit: usize },
     #[error("the request target carries user information (RFC 9110 §4.2.4)")]
     UserInfo,
 }
@@ -43,7 +47,9 @@ impl Refusal {
         match self {
             Refusal::MethodTooLong(_) => StatusCode::NOT_IMPLEMENTED,
             Refusal::TargetTooLong { .. } => StatusCode::URI_TOO_LONG,
-            Refusal::FieldTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Refusal::FieldTooLarge { .. } | Refusal::TooManyFields { .. } => {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+            }
             Refusal::UserInfo => StatusCode::BAD_REQUEST,
         }
     }
@@ -63,6 +69,13 @@ pub(super) fn check<B>(request: &mut Request<B>, limits: &RequestLimits) -> Resu
         return Err(Refusal::TargetTooLong {
             length: target,
             limit: limits.max_header_size,
+        });
+    }
+    let count = request.headers().len();
+    if count > limits.max_headers {
+        return Err(Refusal::TooManyFields {
+            count,
+            limit: limits.max_headers,
         });
     }
     // As on the wire: `name: value`.
@@ -118,6 +131,7 @@ mod tests {
         RequestLimits {
             max_header_size: 1024,
             max_request_head: 8192,
+            max_headers: 100,
         }
     }
 

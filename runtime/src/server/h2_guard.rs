@@ -193,6 +193,7 @@ mod tests {
             rapid_reset_limit,
             rapid_reset_period: Duration::from_secs(60),
             max_streams_per_second,
+            max_concurrent_streams: 100,
         }
     }
 

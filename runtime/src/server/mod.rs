@@ -71,6 +71,10 @@ pub(crate) async fn serve(
     // advertised SETTINGS_MAX_HEADER_LIST_SIZE); the first request line is `first_line`'s.
     let head = options.request_limits.max_request_head;
     builder.http1().max_buf_size(head);
+    builder.http1().max_headers(options.request_limits.max_headers);
+    builder
+        .http2()
+        .max_concurrent_streams(options.h2_limits.max_concurrent_streams);
     builder
         .http2()
         .max_header_list_size(u32::try_from(head).unwrap_or(u32::MAX));
