@@ -26,6 +26,10 @@ struct Cli {
 enum Command {
     /// Check policy files: print diagnostics; exit 1 when a file has errors, 0 when clean.
     Check {
+        /// The files are include fragments (no `vcl 4.x;` line): names they use but do not
+        /// declare (subs, ACLs, backends, objects, imports) are notes, not errors.
+        #[arg(long)]
+        fragment: bool,
         /// Policy files (VCL subset).
         #[arg(required = true, value_name = "FILE.vcl")]
         files: Vec<PathBuf>,
@@ -364,7 +368,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Demo { listen }) => demo(listen),
-        Some(Command::Check { files }) => check(&files),
+        Some(Command::Check {
+            fragment: false,
+            files,
+        }) => check(&files),
+        Some(Command::Check {
+            fragment: true,
+            files,
+        }) => check_fragments(&files),
         Some(Command::Admin(args)) => admin(args),
         None => serve(cli.serve),
     }
@@ -418,6 +429,26 @@ fn check(files: &[PathBuf]) -> ExitCode {
                 println!("{}: {} error(s)", file.display(), diagnostics.error_count());
                 failed = true;
             }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `check --fragment`: each file checked as an include fragment.
+fn check_fragments(files: &[PathBuf]) -> ExitCode {
+    let mut failed = false;
+    for file in files {
+        let diagnostics = edgecache_runtime::policy::check_fragment(file);
+        eprint!("{}", diagnostics.render());
+        if diagnostics.has_errors() {
+            println!("{}: {} error(s)", file.display(), diagnostics.error_count());
+            failed = true;
+        } else {
+            println!("{}: ok (fragment)", file.display());
         }
     }
     if failed {

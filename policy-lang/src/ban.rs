@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::pattern::Pattern;
 use http::HeaderName;
-use regex::Regex;
 
 use crate::diagnostics::{Code, Diagnostic, Diagnostics, FileId, SourceMap, Span};
 
@@ -47,7 +47,7 @@ enum Op {
 #[derive(Debug, Clone)]
 enum Arg {
     Str(String),
-    Regex(Regex),
+    Regex(Pattern),
     Int(i64),
 }
 
@@ -266,7 +266,8 @@ impl<'a> BanParser<'a> {
                     return None;
                 }
             },
-            (_, Op::Match | Op::NotMatch) => match Regex::new(&arg_text) {
+            // Varnish's ban regexes are PCRE2, as its VCL's.
+            (_, Op::Match | Op::NotMatch) => match crate::check::compile_regex(&arg_text) {
                 Ok(r) => Arg::Regex(r),
                 Err(_) => {
                     self.err(astart, self.pos, "regex does not compile");

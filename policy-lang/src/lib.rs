@@ -46,7 +46,9 @@ mod check;
 mod compile;
 mod diagnostics;
 mod eval;
+mod fragment;
 mod grammar;
+mod pattern;
 mod sub;
 
 #[cfg(any(test, feature = "test-util"))]
@@ -59,9 +61,12 @@ pub mod testing {
 use std::sync::Arc;
 
 pub use ban::{parse_ban, BanContext, BanExpr};
-pub use compile::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program};
+pub use compile::{
+    BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program,
+};
 pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
 pub use eval::{BackendId, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, ValueType, Var};
+pub use pattern::pcre_limit_hits;
 pub use sub::{Action, Sub};
 
 use diagnostics::Sink;
@@ -94,17 +99,7 @@ pub fn load(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnosti
             expand(id, &mut sm, &mut sink, Some(loader), &mut stack, &mut decls);
             require_version_line(id, &decls, &mut sink);
         }
-        Err(e) => {
-            let id = sm.add(entry.to_string(), "");
-            sink.push(
-                Diagnostic::new(
-                    Code::Include,
-                    Span::new(id, 0, 0),
-                    format!("cannot read `{entry}`: {e}"),
-                )
-                .label("could not be read"),
-            );
-        }
+        Err(e) => sink.push(unreadable_entry(&mut sm, entry, &e)),
     }
     finish(sm, sink, decls)
 }
@@ -264,28 +259,69 @@ fn include_target(
     }
 }
 
-fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Program, Diagnostics> {
-    let sources: Vec<String> = sm.files().map(|(_, f)| f.name.clone()).collect();
+/// Checks a file made to be included (Varnish's `include`) on its own, with everything it
+/// includes: no `vcl 4.x;` line is needed, and the names it uses without declaring them
+/// (subs, ACLs, backends, probes, directors, imports), which the including file is expected
+/// to declare, are notes ([`Severity::Note`]) rather than errors. Its custom subs are not
+/// reported as unused. The result may hold errors: see [`Diagnostics::has_errors`].
+pub fn check_fragment(entry: &str, loader: &dyn SourceLoader) -> Diagnostics {
+    let mut sm = SourceMap::new();
+    let mut sink = Sink::default();
+    let mut decls = Vec::new();
+    match loader.load(entry, None) {
+        Ok((name, text)) => {
+            let id = sm.add(name.clone(), text);
+            let mut stack = vec![name];
+            expand(id, &mut sm, &mut sink, Some(loader), &mut stack, &mut decls);
+        }
+        Err(e) => sink.push(unreadable_entry(&mut sm, entry, &e)),
+    }
+    let _ = check_with_builtin(&mut sm, &mut sink, decls);
+    sink.items = fragment::soften(sink.items);
+    Diagnostics::new(Arc::new(sm), sink.items)
+}
+
+fn unreadable_entry(sm: &mut SourceMap, entry: &str, error: &str) -> Diagnostic {
+    let id = sm.add(entry.to_string(), "");
+    Diagnostic::new(
+        Code::Include,
+        Span::new(id, 0, 0),
+        format!("cannot read `{entry}`: {error}"),
+    )
+    .label("could not be read")
+}
+
+/// Checks `decls` (the user's files, in include order) followed by the builtin VCL; the
+/// parts to compile when nothing was wrong.
+fn check_with_builtin(sm: &mut SourceMap, sink: &mut Sink, decls: Vec<ast::Decl>) -> Option<compile::Parts> {
     let builtin_id = sm.add(BUILTIN_NAME, BUILTIN_VCL);
-    let builtin = ast::lower::parse_file(builtin_id, BUILTIN_VCL, &mut sink);
+    let builtin = ast::lower::parse_file(builtin_id, BUILTIN_VCL, sink);
     let mut modules = vec![(ast::Module { decls }, false)];
     if let Some(b) = builtin {
         modules.push((b, true));
     }
-    let parts = if sink.has_errors() {
+    if sink.has_errors() {
         // Syntax errors: still run the checks on what parsed, for more reports.
-        let _ = check::check(&modules, &mut sink);
+        let _ = check::check(&modules, sink);
         None
     } else {
-        check::check(&modules, &mut sink)
-    };
+        check::check(&modules, sink)
+    }
+}
+
+fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Program, Diagnostics> {
+    let sources: Vec<String> = sm.files().map(|(_, f)| f.name.clone()).collect();
+    let parts = check_with_builtin(&mut sm, &mut sink, decls);
     let sm = Arc::new(sm);
     match parts {
         Some(mut parts) if !sink.has_errors() => {
             for (p, file) in parts.plugins.iter_mut().zip(&parts.plugin_files) {
                 p.path = resolve_plugin_path(&sm.get(*file).name, &p.path);
             }
-            let cas = parts.backends.iter_mut().filter_map(|b| b.tls.as_mut()?.ca.as_mut());
+            let cas = parts
+                .backends
+                .iter_mut()
+                .filter_map(|b| b.tls.as_mut()?.ca.as_mut());
             for ca in cas {
                 let file = sm.get(ca.span.file);
                 ca.path = resolve_plugin_path(&file.name, &ca.path);

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use policy_lang::testing::TestContext;
-use policy_lang::{load, load_str, Action, Code, Program, Scope, SourceLoader, Sub, Value, Var};
+use policy_lang::{
+    check_fragment, load, load_str, Action, Code, Program, Scope, SourceLoader, Sub, Value, Var,
+};
 
 fn real_world_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/policies/real-world")
@@ -55,6 +57,22 @@ fn every_real_world_policy_checks_clean() {
                 assert!(file.ends_with(VARNISH_BUILTIN), "{name}:\n{}", w.render());
             }
         }
+    }
+}
+
+#[test]
+fn every_real_world_fragment_checks_clean_on_its_own() {
+    let mut fragments: Vec<PathBuf> = std::fs::read_dir(real_world_dir().join("includes"))
+        .expect("tests/policies/real-world/includes exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vcl"))
+        .collect();
+    fragments.sort();
+    assert!(fragments.len() >= 2, "{fragments:?}");
+    for file in fragments {
+        let name = file.display().to_string();
+        let d = check_fragment(&name, &Fs);
+        assert!(!d.has_errors(), "{name}:\n{}", d.render());
     }
 }
 

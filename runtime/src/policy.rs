@@ -45,6 +45,12 @@ pub fn load(path: &Path) -> Result<Program, Diagnostics> {
     policy_lang::load(&path.display().to_string(), &FileLoader)
 }
 
+/// Checks the include fragment at `path` on its own (`edgecache check --fragment`): names
+/// it leaves to the including file are notes.
+pub fn check_fragment(path: &Path) -> Diagnostics {
+    policy_lang::check_fragment(&path.display().to_string(), &FileLoader)
+}
+
 /// Compiles and starts every plugin the policy declares, in declaration order (so a
 /// `PluginId` indexes the result). Blocking: compiling takes ~100 ms per SDK-built plugin.
 pub fn load_plugins(program: &Program, host: &PluginHost) -> Result<Vec<Plugin>, LoadError> {

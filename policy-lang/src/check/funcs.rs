@@ -123,6 +123,48 @@ pub(crate) const VALUE_FUNCS: &[Sig] = &[
         params: &[p("expression", Ty::Str)],
         ret: Ty::Bool,
     },
+    Sig {
+        name: "std.fnmatch",
+        func: Func::Fnmatch,
+        params: &[
+            p("pattern", Ty::Str),
+            p("subject", Ty::Str),
+            opt("pathname", Ty::Bool),
+            opt("noescape", Ty::Bool),
+            opt("period", Ty::Bool),
+        ],
+        ret: Ty::Bool,
+    },
+    Sig {
+        name: "std.strftime",
+        func: Func::Strftime,
+        params: &[p("time", Ty::Time), p("format", Ty::Str)],
+        ret: Ty::Str,
+    },
+    Sig {
+        name: "std.real2integer",
+        func: Func::Real2Integer,
+        params: &[p("r", Ty::Real), p("fallback", Ty::Int)],
+        ret: Ty::Int,
+    },
+    Sig {
+        name: "std.real2time",
+        func: Func::Real2Time,
+        params: &[p("r", Ty::Real), p("fallback", Ty::Time)],
+        ret: Ty::Time,
+    },
+    Sig {
+        name: "std.time2integer",
+        func: Func::Time2Integer,
+        params: &[p("t", Ty::Time), p("fallback", Ty::Int)],
+        ret: Ty::Int,
+    },
+    Sig {
+        name: "std.time2real",
+        func: Func::Time2Real,
+        params: &[p("t", Ty::Time), p("fallback", Ty::Real)],
+        ret: Ty::Real,
+    },
 ];
 
 /// Functions only usable as statements.
@@ -151,8 +193,7 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
              terminator sets, e.g. `req.http.X-Forwarded-Proto != \"https\"`"
         }
         "std.rollback" | "std.late_100_continue" | "std.set_ip_tos" | "std.syntax"
-        | "std.timed_call" | "std.fnmatch" | "std.strftime" | "std.ban_error"
-        | "std.real2integer" | "std.real2time" | "std.time2integer" | "std.time2real" => {
+        | "std.timed_call" | "std.ban_error" => {
             "this std function is not supported by edgecache"
         }
         _ => return None,

@@ -18,6 +18,11 @@ mod vars;
 
 pub(crate) use regex::convert_replacement;
 
+/// A VCL regex outside a policy (a ban expression), compiled as `~` compiles it.
+pub(crate) fn compile_regex(pattern: &str) -> Result<crate::pattern::Pattern, Diagnostic> {
+    regex::compile(pattern, Span::default())
+}
+
 use std::collections::HashMap;
 
 use crate::ast::{Decl, ExprKind, Module, Stmt, StmtKind, SubDef};

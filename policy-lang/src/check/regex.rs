@@ -1,53 +1,38 @@
-//! Regex compilation at check time. VCL regexes are PCRE2; we use Rust's
-//! `regex`, which lacks look-around and back-references. Those get their
-//! own diagnostic with a rewrite hint instead of the raw parser error.
+//! Regex compilation at check time. VCL regexes are PCRE2: a pattern runs on Rust's `regex`
+//! when it compiles there and uses nothing whose meaning differs (look-around,
+//! back-references, atomic groups, possessive quantifiers), otherwise on PCRE2
+//! (`crate::pattern`). A pattern neither compiles is explained with PCRE2's message, as
+//! Varnish would.
 
-use regex::{Regex, RegexBuilder};
+use regex::RegexBuilder;
 
 use crate::diagnostics::{Code, Diagnostic, Span};
+use crate::pattern::Pattern;
 
-/// Compiled-size cap: keeps pathological patterns from slowing loads. Unicode classes repeated
-/// with a count (`\w{23,}`, seen in real VCL) need a few MiB.
+/// Compiled-size cap for the `regex` crate: keeps pathological patterns from slowing loads.
+/// Past it (Unicode classes repeated with a count, `\w{2000}`), PCRE2's ASCII classes take over.
 const SIZE_LIMIT: usize = 16 << 20;
 
-pub(crate) fn compile(pattern: &str, span: Span) -> Result<Regex, Diagnostic> {
-    if let Some((what, hint)) = pcre_only_feature(pattern) {
-        return Err(Diagnostic::new(
-            Code::UnsupportedRegex,
-            span,
-            format!("regex uses {what}, which edgecache's regex engine does not support"),
-        )
-        .label(format!("{what} in this pattern"))
-        .hint(hint));
-    }
-    RegexBuilder::new(pattern)
-        .size_limit(SIZE_LIMIT)
-        .build()
-        .map_err(|e| {
-            let detail = match &e {
-                regex::Error::Syntax(s) => s
-                    .lines()
-                    .rev()
-                    .find(|l| l.starts_with("error:"))
-                    .map(|l| l.trim_start_matches("error:").trim().to_string())
-                    .unwrap_or_else(|| s.clone()),
-                regex::Error::CompiledTooBig(_) => "pattern is too large".to_string(),
-                other => other.to_string(),
-            };
-            let hint = if matches!(e, regex::Error::CompiledTooBig(_)) {
-                "classes such as `\\w`, `\\d` and `\\s` are Unicode-aware here and grow large when \
-                 repeated; PCRE's (and Varnish's) are ASCII: write `(?-u:\\w)` or `[A-Za-z0-9_]`"
-            } else {
-                "VCL regexes use PCRE syntax; edgecache compiles them with Rust's `regex` crate (https://docs.rs/regex)"
-            };
-            Diagnostic::new(Code::BadRegex, span, "regex does not compile")
-                .label(detail)
-                .hint(hint)
-        })
+pub(crate) fn compile(pattern: &str, span: Span) -> Result<Pattern, Diagnostic> {
+    let linear = if needs_pcre(pattern) {
+        None
+    } else {
+        RegexBuilder::new(pattern).size_limit(SIZE_LIMIT).build().ok()
+    };
+    Pattern::new(pattern, linear).map_err(|e| {
+        let at = e
+            .offset
+            .map(|o| format!(" (at byte {o} of the pattern)"))
+            .unwrap_or_default();
+        Diagnostic::new(Code::BadRegex, span, "regex does not compile")
+            .label(format!("{}{at}", e.message))
+            .hint("VCL regexes are PCRE2 patterns, as in Varnish (https://www.pcre.org/current/doc/html/pcre2pattern.html)")
+    })
 }
 
-/// Detects look-around and back-references outside character classes.
-fn pcre_only_feature(p: &str) -> Option<(&'static str, String)> {
+/// Whether `p` uses, outside character classes, a PCRE construct that Rust's `regex` lacks or
+/// reads differently: look-around, back-references, atomic groups, possessive quantifiers.
+fn needs_pcre(p: &str) -> bool {
     let b = p.as_bytes();
     let mut i = 0;
     let mut in_class = false;
@@ -55,21 +40,10 @@ fn pcre_only_feature(p: &str) -> Option<(&'static str, String)> {
         match b[i] {
             b'\\' => {
                 if !in_class {
-                    if let Some(&n) = b.get(i + 1) {
-                        if (b'1'..=b'9').contains(&n) {
-                            return Some((
-                                "a back-reference (`\\N`)",
-                                "match the candidates explicitly, e.g. `(a|b)x(a|b)` plus a \
-                                 comparison in VCL, or split the test into two conditions"
-                                    .into(),
-                            ));
-                        }
-                        if n == b'k' && matches!(b.get(i + 2), Some(b'<' | b'{' | b'\'')) {
-                            return Some((
-                                "a named back-reference (`\\k<name>`)",
-                                "split the test into two conditions".into(),
-                            ));
-                        }
+                    match b.get(i + 1) {
+                        Some(b'1'..=b'9') => return true,
+                        Some(b'k') if matches!(b.get(i + 2), Some(b'<' | b'{' | b'\'')) => return true,
+                        _ => {}
                     }
                 }
                 i += 2;
@@ -79,54 +53,19 @@ fn pcre_only_feature(p: &str) -> Option<(&'static str, String)> {
             b']' if in_class => in_class = false,
             b'(' if !in_class => {
                 let rest = &p[i..];
-                if rest.starts_with("(?=") || rest.starts_with("(?!") {
-                    let neg = rest.starts_with("(?!");
-                    return Some((
-                        if neg {
-                            "a negative look-ahead `(?!...)`"
-                        } else {
-                            "a look-ahead `(?=...)`"
-                        },
-                        if neg {
-                            "test the excluded part separately: instead of \
-                             `req.url ~ \"^/(?!admin)\"` write `req.url ~ \"^/\" && req.url !~ \"^/admin\"`"
-                                .into()
-                        } else {
-                            "match the look-ahead text as part of the pattern, or add a second \
-                             `~` condition joined with `&&`"
-                                .into()
-                        },
-                    ));
-                }
-                if rest.starts_with("(?<=") || rest.starts_with("(?<!") {
-                    let neg = rest.starts_with("(?<!");
-                    return Some((
-                        if neg {
-                            "a negative look-behind `(?<!...)`"
-                        } else {
-                            "a look-behind `(?<=...)`"
-                        },
-                        if neg {
-                            "test the excluded part separately with `!~`, joined with `&&`".into()
-                        } else {
-                            "include the look-behind text in the match (use a capture group and \
-                             `\\1` in regsub to keep only the part you need)"
-                                .into()
-                        },
-                    ));
-                }
-                if rest.starts_with("(?>") {
-                    return Some(("an atomic group `(?>...)`", "use a plain group `(?:...)`".into()));
+                if ["(?=", "(?!", "(?<=", "(?<!", "(?>"]
+                    .iter()
+                    .any(|g| rest.starts_with(g))
+                {
+                    return true;
                 }
             }
-            b'+' | b'*' | b'?' | b'}' if !in_class && b.get(i + 1) == Some(&b'+') => {
-                return Some(("a possessive quantifier", "drop the trailing `+`".into()));
-            }
+            b'+' | b'*' | b'?' | b'}' if !in_class && b.get(i + 1) == Some(&b'+') => return true,
             _ => {}
         }
         i += 1;
     }
-    None
+    false
 }
 
 /// VCL regsub replacement (`\0`, `\&`, `\1`..`\9`) -> `regex` syntax (`${N}`).
@@ -170,19 +109,32 @@ mod tests {
 
     #[test]
     fn pcre_features_detected() {
-        assert!(pcre_only_feature("^/(?!admin)").is_some());
-        assert!(pcre_only_feature("(?<=foo)bar").is_some());
-        assert!(pcre_only_feature(r"(a)\1").is_some());
-        assert!(pcre_only_feature(r"[\1]").is_none());
-        assert!(pcre_only_feature(r"^/(?i)foo\.(jpg|png)$").is_none());
+        assert!(needs_pcre("^/(?!admin)"));
+        assert!(needs_pcre("(?<=foo)bar"));
+        assert!(needs_pcre(r"(a)\1"));
+        assert!(needs_pcre("^a++"));
+        assert!(!needs_pcre(r"[\1]"));
+        assert!(!needs_pcre(r"^/(?i)foo\.(jpg|png)$"));
     }
 
     #[test]
     fn counted_unicode_classes_from_real_vcl_compile() {
         let span = Span::default();
-        assert!(compile(r"^\w{23,}\b", span).is_ok());
-        let too_big = compile(r"\w{2000}\w{2000}\w{2000}", span).unwrap_err();
-        let hint = too_big.hint.unwrap_or_default();
-        assert!(hint.contains("(?-u:\\w)"), "{hint}");
+        assert!(!compile(r"^\w{23,}\b", span).unwrap().is_pcre());
+        // Too large for `regex` with Unicode classes; PCRE2's are ASCII, as in Varnish.
+        let big = compile(r"\w{2000}\w{2000}\w{2000}", span).unwrap();
+        assert!(big.is_pcre());
+        assert!(big.is_match(&"a".repeat(6000)));
+    }
+
+    #[test]
+    fn a_pattern_neither_engine_compiles_gets_pcres_message() {
+        let d = compile("^/(unclosed", Span::default()).unwrap_err();
+        assert_eq!(d.code, Code::BadRegex);
+        assert!(
+            d.primary.message.contains("missing closing parenthesis"),
+            "{}",
+            d.primary.message
+        );
     }
 }

@@ -219,7 +219,8 @@ impl<'a> Lowerer<'a> {
                             format!("undefined sub `{}`", name.name),
                         )
                         .label("no sub with this name")
-                        .maybe_hint(hint),
+                        .maybe_hint(hint)
+                        .undeclared(),
                     );
                     None
                 }
@@ -816,7 +817,8 @@ impl<'a> Lowerer<'a> {
             Some(SymKind::Plugin(id)) => id,
             other => {
                 let names = self.syms.names_of(|k| matches!(k, SymKind::Plugin(_)));
-                let mut d = Diagnostic::new(Code::UndefinedPlugin, a.span, format!("undefined plugin `{n}`"));
+                let mut d = Diagnostic::new(Code::UndefinedPlugin, a.span, format!("undefined plugin `{n}`"))
+                    .undeclared();
                 d = match other {
                     Some(k) => {
                         let what = k.describe();
@@ -943,7 +945,8 @@ impl<'a> Lowerer<'a> {
                     format!("`{}` needs `import {vmod};`", func.name),
                 )
                 .label(format!("vmod `{vmod}` is not imported"))
-                .hint(format!("add `import {vmod};` after the `vcl 4.1;` line")),
+                .hint(format!("add `import {vmod};` after the `vcl 4.1;` line"))
+                .undeclared(),
             );
         }
     }
@@ -1167,7 +1170,8 @@ impl<'a> Lowerer<'a> {
                 self.sink.push(
                     Diagnostic::new(Code::UndefinedBackend, span, format!("undefined backend `{n}`"))
                         .label("no backend with this name")
-                        .maybe_hint(hint),
+                        .maybe_hint(hint)
+                        .undeclared(),
                 );
                 E
             }
@@ -1178,7 +1182,8 @@ impl<'a> Lowerer<'a> {
                 self.sink.push(
                     Diagnostic::new(Code::UndefinedAcl, span, format!("undefined ACL `{n}`"))
                         .label("no ACL with this name")
-                        .maybe_hint(hint),
+                        .maybe_hint(hint)
+                        .undeclared(),
                 );
                 E
             }
@@ -1533,10 +1538,12 @@ impl<'a> Lowerer<'a> {
                 return (Expr::Call(f, vec![x]), Ty::Str);
             }
         }
+        let vmod = name.split('.').next().unwrap_or("");
+        let imported = self.syms.imports.iter().any(|i| i == vmod);
+        // `OBJ.method()`: OBJ may be made with `new` in a file that includes this one.
+        let maybe_object = name.contains('.') && !imported && !["std", "directors"].contains(&vmod);
         let hint = did_you_mean(name, funcs::all_names()).map(|s| format!("did you mean `{s}`?"));
         let hint = hint.or_else(|| {
-            let vmod = name.split('.').next().unwrap_or("");
-            let imported = self.syms.imports.iter().any(|i| i == vmod);
             (name.contains('.') && !["std", "directors"].contains(&vmod)).then(|| {
                 if imported {
                     format!("vmod `{vmod}` is not available in edgecache")
@@ -1548,15 +1555,14 @@ impl<'a> Lowerer<'a> {
                 }
             })
         });
-        self.sink.push(
-            Diagnostic::new(
-                Code::UnknownFunction,
-                func.span,
-                format!("unknown function `{name}`"),
-            )
-            .label("not a known function")
-            .maybe_hint(hint),
-        );
+        let d = Diagnostic::new(
+            Code::UnknownFunction,
+            func.span,
+            format!("unknown function `{name}`"),
+        )
+        .label("not a known function")
+        .maybe_hint(hint);
+        self.sink.push(if maybe_object { d.undeclared() } else { d });
         for a in args {
             let _ = self.expr(&a.value);
         }

@@ -2,8 +2,8 @@
 //! Variables are [`Var`] slots, headers pre-parsed [`HeaderName`]s, regexes
 //! compiled, subs referenced by index.
 
+use crate::pattern::Pattern;
 use http::HeaderName;
-use regex::Regex;
 
 use crate::eval::{PluginId, PluginPhase, Scope, Value, Var};
 use crate::sub::Action;
@@ -72,6 +72,12 @@ pub(crate) enum Func {
     Now,
     Round,
     Ban,
+    Fnmatch,
+    Strftime,
+    Real2Integer,
+    Real2Time,
+    Time2Integer,
+    Time2Real,
 }
 
 #[derive(Debug)]
@@ -117,7 +123,7 @@ pub(crate) enum Expr {
     Call(Func, Vec<Expr>),
     Regsub {
         subject: Box<Expr>,
-        regex: Box<Regex>,
+        regex: Box<Pattern>,
         replacement: Replacement,
         all: bool,
     },
@@ -175,11 +181,11 @@ pub(crate) enum Matcher {
         anchor: Anchor,
         lits: Box<[Box<str>]>,
         ci: bool,
-        regex: Box<Regex>,
+        regex: Box<Pattern>,
     },
     /// `[[:upper:]]` / `[A-Z]`: any ASCII upper-case letter.
     AsciiUpper,
-    Regex(Box<Regex>),
+    Regex(Box<Pattern>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +196,10 @@ pub(crate) enum Anchor {
 }
 
 impl Matcher {
-    pub fn new(pattern: &str, regex: Regex) -> Matcher {
+    pub fn new(pattern: &str, regex: Pattern) -> Matcher {
+        if regex.is_pcre() {
+            return Matcher::Regex(Box::new(regex));
+        }
         if matches!(pattern, "[[:upper:]]" | "[A-Z]") {
             return Matcher::AsciiUpper;
         }
@@ -356,10 +365,12 @@ fn ends_with_odd_backslashes(p: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use regex::Regex;
+
     use super::*;
 
     fn m(p: &str) -> Matcher {
-        Matcher::new(p, Regex::new(p).unwrap())
+        Matcher::new(p, Pattern::new(p, Regex::new(p).ok()).unwrap())
     }
 
     fn kind(m: &Matcher) -> &'static str {
@@ -474,7 +485,7 @@ mod tests {
                 ] {
                     let p = format!("{ci}{start}/({a}|{b}){end}");
                     let Ok(re) = Regex::new(&p) else { continue };
-                    let matcher = Matcher::new(&p, re.clone());
+                    let matcher = Matcher::new(&p, Pattern::new(&p, Some(re.clone())).unwrap());
                     for x in hay {
                         for y in hay {
                             let s = format!("/{x}{y}");

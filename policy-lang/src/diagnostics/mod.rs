@@ -139,6 +139,9 @@ impl SourceMap {
 pub enum Severity {
     Error,
     Warning,
+    /// Information that needs no change, e.g. a name an include fragment leaves to the file
+    /// that includes it ([`check_fragment`](crate::check_fragment)).
+    Note,
 }
 
 /// A stable diagnostic code. The docs (`docs/policy-language.md`) list each
@@ -185,10 +188,9 @@ pub enum Code {
     UnknownMethod,
     /// E047 undefined plugin.
     UndefinedPlugin,
-    /// E050 regex does not compile.
+    /// E050 regex does not compile (PCRE2 syntax). E051, for PCRE features the engine lacked,
+    /// is retired: those patterns compile with PCRE2.
     BadRegex,
-    /// E051 regex uses a PCRE feature Rust's regex lacks.
-    UnsupportedRegex,
     /// E060 construct not supported by edgecache.
     Unsupported,
     /// E061 bad backend/probe/acl/plugin declaration.
@@ -225,7 +227,6 @@ impl Code {
             Code::UnknownMethod => "E046",
             Code::UndefinedPlugin => "E047",
             Code::BadRegex => "E050",
-            Code::UnsupportedRegex => "E051",
             Code::Unsupported => "E060",
             Code::BadDeclaration => "E061",
             Code::NotAllowedHere => "E062",
@@ -264,6 +265,9 @@ pub struct Diagnostic {
     pub primary: Label,
     pub secondary: Vec<Label>,
     pub hint: Option<String>,
+    /// The problem is a name used but not declared (a sub, ACL, backend, object, import):
+    /// something the file that includes a fragment may declare.
+    pub(crate) undeclared: bool,
 }
 
 impl Diagnostic {
@@ -278,7 +282,14 @@ impl Diagnostic {
             },
             secondary: Vec::new(),
             hint: None,
+            undeclared: false,
         }
+    }
+
+    /// Marks the problem as a name used but not declared (see [`check_fragment`](crate::check_fragment)).
+    pub(crate) fn undeclared(mut self) -> Diagnostic {
+        self.undeclared = true;
+        self
     }
 
     /// Text under the primary caret.

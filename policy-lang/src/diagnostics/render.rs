@@ -21,8 +21,12 @@ pub(super) fn render_all(sources: &SourceMap, items: &[Diagnostic]) -> String {
         out.push('\n');
     }
     let errors = items.iter().filter(|d| d.is_error()).count();
-    let warnings = items.len() - errors;
+    let notes = items.iter().filter(|d| d.severity == Severity::Note).count();
+    let warnings = items.len() - errors - notes;
     match (errors, warnings) {
+        (0, 0) if notes > 0 => {
+            let _ = writeln!(out, "{} note{}", notes, plural(notes));
+        }
         (0, 0) => {}
         (0, w) => {
             let _ = writeln!(out, "{} warning{} emitted", w, plural(w));
@@ -56,6 +60,7 @@ fn render_one(out: &mut String, sources: &SourceMap, d: &Diagnostic) {
     let kind = match d.severity {
         Severity::Error => "error",
         Severity::Warning => "warning",
+        Severity::Note => "note",
     };
     let _ = writeln!(out, "{}[{}]: {}", kind, d.code, d.message);
 

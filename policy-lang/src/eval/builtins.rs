@@ -90,8 +90,48 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.
         Func::Ban => Value::Bool(crate::ban::parse_ban(&s0()).is_ok()),
+        Func::Fnmatch => {
+            let flag = |i: usize, default: bool| match arg(i) {
+                Value::Bool(b) => b,
+                _ => default,
+            };
+            let flags = super::fnmatch::Flags {
+                pathname: flag(2, true),
+                noescape: flag(3, false),
+                period: flag(4, false),
+            };
+            let subject = arg(1);
+            Value::Bool(super::fnmatch::fnmatch(
+                &s0(),
+                subject.as_str().unwrap_or(""),
+                flags,
+            ))
+        }
+        Func::Strftime => {
+            let time = arg(0).as_real().unwrap_or(0.0);
+            let format = arg(1);
+            Value::Str(Cow::Owned(super::strftime::strftime(
+                time,
+                format.as_str().unwrap_or(""),
+            )))
+        }
+        Func::Real2Integer | Func::Time2Integer => match arg(0).as_real() {
+            Some(r) if r.is_finite() && r.round().abs() <= VCL_INTEGER_MAX => Value::Int(r.round() as i64),
+            _ => fallback(arg(1), Value::Int(0)),
+        },
+        Func::Real2Time => match arg(0).as_real() {
+            Some(r) if r.is_finite() => Value::Time(r),
+            _ => fallback(arg(1), Value::Time(0.0)),
+        },
+        Func::Time2Real => match arg(0).as_real() {
+            Some(t) if t.is_finite() => Value::Real(t),
+            _ => fallback(arg(1), Value::Real(0.0)),
+        },
     }
 }
+
+/// Varnish's `VRT_INTEGER_MAX`: VCL integers have at most 15 digits.
+const VCL_INTEGER_MAX: f64 = 999_999_999_999_999.0;
 
 fn fallback(v: Value<'_>, default: Value<'static>) -> Value<'static> {
     match v {

@@ -7,8 +7,10 @@
 mod builtins;
 mod context;
 mod director;
+mod fnmatch;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod generated;
+mod strftime;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod testing;
 mod value;
@@ -319,12 +321,7 @@ impl Program {
                         Cow::Owned(crate::check::convert_replacement(v.as_str().unwrap_or("")))
                     }
                 };
-                let out = if *all {
-                    regex.replace_all(s, rep.as_ref())
-                } else {
-                    regex.replace(s, rep.as_ref())
-                };
-                Value::Str(Cow::Owned(out.into_owned()))
+                Value::Str(Cow::Owned(regex.replace(s, rep.as_ref(), *all).into_owned()))
             }
             // The director itself; the runtime resolves it at fetch time.
             Expr::Director(d, key) => {

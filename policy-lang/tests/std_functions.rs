@@ -1,0 +1,75 @@
+//! vmod std functions against the examples in Varnish 7.7's `vmod_std.vcc`.
+
+use policy_lang::testing::TestContext;
+use policy_lang::{load_str, Program, Scope, Sub, Value, Var};
+
+fn deliver(body: &str) -> Program {
+    let src = format!(
+        "vcl 4.1;\nimport std;\nbackend default {{ .host = \"127.0.0.1\"; }}\nsub vcl_deliver {{\n{body}\n}}\n"
+    );
+    load_str("std.vcl", &src).unwrap_or_else(|d| panic!("{}", d.render()))
+}
+
+/// Runs vcl_deliver at `now` and returns the `resp.http.X-*` headers it set, by name.
+fn headers_at(p: &Program, now: f64, url: &str) -> impl Fn(&str) -> String {
+    let mut c = TestContext::request("GET", url).var(Var::Now, Value::Time(now));
+    p.run(Sub::Deliver, &mut c);
+    move |name: &str| c.get_header(Scope::Resp, name).unwrap_or_default()
+}
+
+#[test]
+fn fnmatch_examples() {
+    let p = deliver(
+        r#"
+    if (std.fnmatch("/foo/*", req.url)) { set resp.http.X-Star = "1"; }
+    if (std.fnmatch("/foo/*/quux", req.url)) { set resp.http.X-Quux = "1"; }
+    if (std.fnmatch("/foo/*/quux", req.url, pathname=false)) { set resp.http.X-Quux-Any = "1"; }
+    if (std.fnmatch("/foo/?ar", req.url)) { set resp.http.X-Ar = "1"; }
+    if (std.fnmatch("/foo/[!0-9]", req.url)) { set resp.http.X-Non-Digit = "1"; }
+"#,
+    );
+    let h = headers_at(&p, 0.0, "/foo/bar");
+    assert_eq!(
+        (h("X-Star"), h("X-Ar"), h("X-Quux")),
+        ("1".into(), "1".into(), "".into())
+    );
+    let h = headers_at(&p, 0.0, "/foo/bar/baz/quux");
+    assert_eq!(
+        (h("X-Star"), h("X-Quux"), h("X-Quux-Any")),
+        ("".into(), "".into(), "1".into())
+    );
+    let h = headers_at(&p, 0.0, "/foo/bar/quux");
+    assert_eq!((h("X-Quux"), h("X-Quux-Any")), ("1".into(), "1".into()));
+    assert_eq!(headers_at(&p, 0.0, "/foo/x")("X-Non-Digit"), "1");
+    assert_eq!(headers_at(&p, 0.0, "/foo/7")("X-Non-Digit"), "");
+}
+
+#[test]
+fn strftime_example() {
+    let p = deliver(r#"    set resp.http.X-Iso = std.strftime(now, "%Y%m%dT%H%M%SZ");"#);
+    // "e.g. 20210521T175241Z"
+    assert_eq!(headers_at(&p, 1_621_619_561.0, "/")("X-Iso"), "20210521T175241Z");
+}
+
+#[test]
+fn deprecated_conversions_examples() {
+    let p = deliver(
+        r#"
+    set resp.http.X-Integer = std.real2integer(1140618699.00, 0);
+    set resp.http.X-Posone = std.real2integer( 0.5, 0);
+    set resp.http.X-Negone = std.real2integer(-0.5, 0);
+    set resp.http.X-Too-Big = std.real2integer(1000000000000000000.0, 7);
+    set resp.http.X-Time = std.time2integer(std.real2time(1140618699.00, now), 0);
+    set resp.http.X-Int = std.time2integer(now, 0);
+    set resp.http.X-Real = std.time2real(now, 1.0);
+"#,
+    );
+    let h = headers_at(&p, 1_700_000_000.25, "/");
+    assert_eq!(h("X-Integer"), "1140618699");
+    assert_eq!(h("X-Posone"), "1");
+    assert_eq!(h("X-Negone"), "-1");
+    assert_eq!(h("X-Too-Big"), "7");
+    assert_eq!(h("X-Time"), "1140618699");
+    assert_eq!(h("X-Int"), "1700000000");
+    assert_eq!(h("X-Real"), "1700000000.250");
+}
