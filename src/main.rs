@@ -94,9 +94,14 @@ struct ServeArgs {
     /// Default 127.0.0.1:8080.
     #[arg(short = 'a', long = "listen", value_name = "IP:PORT[,PROXY]", value_parser = parse_listen)]
     listen: Vec<ListenSpec>,
-    /// Default origin, used when the policy declares no backend.
+    /// Default origin, used when the policy declares no backend; `https://HOST[:PORT]` talks
+    /// TLS to it (certificate verified against the system's roots or --backend-ca).
     #[arg(short = 'b', long = "backend", value_name = "HOST:PORT")]
     backend: Option<String>,
+    /// PEM CA certificates the certificate of an `-b https://` origin must chain to, instead
+    /// of the system's trusted roots.
+    #[arg(long = "backend-ca", value_name = "FILE")]
+    backend_ca: Option<PathBuf>,
     /// Policy file (VCL subset).
     #[arg(short = 'f', long = "policy", value_name = "FILE.vcl")]
     policy: Option<PathBuf>,
@@ -271,6 +276,7 @@ impl ServeArgs {
             config.listen = self.listen;
         }
         set(&mut config.backend, self.backend.map(Some));
+        set(&mut config.backend_ca, self.backend_ca.map(Some));
         set(&mut config.policy, self.policy.map(Some));
         set(&mut config.cache_size, self.cache_size);
         set(&mut config.default_ttl, self.default_ttl);

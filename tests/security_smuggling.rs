@@ -16,7 +16,7 @@ use edgecache_runtime::config::BackendTimeouts;
 use http::{Method, Request, Version};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use support::{get, start_proxy, Client, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
+use support::{get, start_proxy, CapturedLog, Client, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -624,39 +624,6 @@ async fn connection_header_cannot_strip_host() {
 
 // === broken chunked framing ===
 
-/// Collects formatted tracing events (the access log among them) for assertions.
-#[derive(Clone, Default)]
-struct CapturedLog(Arc<Mutex<Vec<u8>>>);
-
-impl Write for CapturedLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl CapturedLog {
-    /// Captures the access log of everything this (current-thread) test runtime runs while
-    /// the guard lives.
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let writer = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("edgecache::access=info")
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[tokio::test]
 async fn a_broken_origin_chunk_gives_502_with_a_status_line() {
     let origin = Origin::raw(Bytes::from_static(
@@ -665,7 +632,7 @@ async fn a_broken_origin_chunk_gives_502_with_a_status_line() {
     .await;
     let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
     let log = CapturedLog::default();
-    let _guard = log.install();
+    let _guard = log.install("edgecache::access=info");
 
     for target in ["/fill", "/fill"] {
         let mut conn = RawConn::connect(addr).await;

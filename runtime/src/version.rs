@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use http::HeaderName;
 use policy_lang::{BackendId, BanExpr, Context, Program, Scope, Sub, Value, Var};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Roots, TlsOptions};
 use crate::config::{BackendTimeouts, Config};
 use crate::plugin::{HostSettings, Plugin, PluginHost};
 use crate::{policy, StartError};
@@ -202,13 +202,16 @@ fn backends(
         let address = config.backend.as_deref().ok_or_else(|| {
             StartError::Backend("no backend given (-b HOST:PORT) and the policy declares none".into())
         })?;
+        let (address, tls) = no_policy_origin(address, config)?;
         let options = crate::backend::BackendOptions {
             timeouts: config.timeouts,
             max_connections: None,
             probe: None,
             host_header: None,
+            tls,
+            proxy_header: None,
         };
-        return Ok(vec![reuse("default", address, options)?]);
+        return Ok(vec![reuse("default", &address, options)?]);
     }
     declared
         .iter()
@@ -225,10 +228,56 @@ fn backends(
                 max_connections: decl.max_connections,
                 probe: decl.probe.clone(),
                 host_header: decl.host_header.clone(),
+                tls: decl
+                    .tls
+                    .as_ref()
+                    .map(|tls| backend_tls(&decl.name, tls))
+                    .transpose()?,
+                proxy_header: decl.proxy_header,
             };
             reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), options)
         })
         .collect()
+}
+
+/// The TLS options of a backend with `.ssl = 1;`: its `.ssl_ca` is read now, so a missing or
+/// broken file refuses the policy (naming the file and the line of the attribute).
+fn backend_tls(name: &str, tls: &policy_lang::BackendTls) -> Result<TlsOptions, StartError> {
+    let roots = match &tls.ca {
+        None => Roots::System,
+        Some(ca) => Roots::from_file(&ca.path).map_err(|error| {
+            StartError::Backend(format!(
+                "{}: `.ssl_ca` of backend {name}: {error}",
+                ca.declared_at
+            ))
+        })?,
+    };
+    Ok(TlsOptions {
+        sni: tls.sni,
+        verify_peer: tls.verify_peer,
+        verify_host: tls.verify_host,
+        roots,
+    })
+}
+
+/// `-b`'s `HOST:PORT`, `http://HOST:PORT` or `https://HOST[:PORT]` (TLS, verified against
+/// the system's roots or `--backend-ca`; port 443 by default).
+fn no_policy_origin(address: &str, config: &Config) -> Result<(String, Option<TlsOptions>), StartError> {
+    let Some(rest) = address.strip_prefix("https://") else {
+        let plain = address.strip_prefix("http://").unwrap_or(address);
+        return Ok((plain.trim_end_matches('/').to_string(), None));
+    };
+    let rest = rest.trim_end_matches('/');
+    let address = match rest.parse::<http::uri::Authority>() {
+        Ok(authority) if authority.port_u16().is_none() => format!("{rest}:443"),
+        _ => rest.to_string(),
+    };
+    let roots = match &config.backend_ca {
+        None => Roots::System,
+        Some(path) => Roots::from_file(&path.display().to_string())
+            .map_err(|error| StartError::Backend(format!("--backend-ca: {error}")))?,
+    };
+    Ok((address, Some(TlsOptions::verified(roots))))
 }
 
 /// Whether `address` (`HOST:PORT`) names one of `listen`: a backend there would send every

@@ -9,6 +9,8 @@
 //! Each test file declares `mod support;`, so not every helper is used by every file.
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
@@ -50,6 +52,40 @@ pub fn trace_init() {
             .with_test_writer()
             .try_init();
     });
+}
+
+/// Collects formatted tracing events for assertions on what edgecache logs.
+#[derive(Clone, Default)]
+pub struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLog {
+    /// Captures the events `filter` selects (an `EnvFilter` directive, e.g.
+    /// `edgecache::access=info`) of everything this (current-thread) test runtime runs while
+    /// the guard lives.
+    pub fn install(&self, filter: &str) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
 }
 
 // === origin replies ===

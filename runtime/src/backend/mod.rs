@@ -1,5 +1,8 @@
 //! Origins: pooled keep-alive HTTP/1.1 connections with connect, first-byte and between-bytes
-//! timeouts, in-flight accounting with `.max_connections`, and health probes.
+//! timeouts, in-flight accounting with `.max_connections`, and health probes; over TLS with
+//! `.ssl` ([`tls`]), and starting with a PROXY header with `.proxy_header` ([`proxy_header`]:
+//! such connections carry one client's address, so, as in Varnish, each serves one request
+//! and is closed, never pooled).
 //!
 //! A [`Backend`] sends one request and returns the response head with a body that enforces the
 //! between-bytes timeout and keeps the request counted in [`Backend::in_flight`] until the body
@@ -10,11 +13,14 @@
 //! never touches the cache or the policy.
 
 mod admission;
+mod connector;
 mod error;
 mod health;
 mod probe;
+mod proxy_header;
 mod request_body;
 mod timed_body;
+mod tls;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,7 +29,6 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
@@ -32,11 +37,14 @@ use crate::config::BackendTimeouts;
 use crate::stats::BackendStats;
 
 use admission::InFlight;
+use connector::OriginConnector;
 pub use error::{BackendError, FailureKind, Stage};
 use health::Health;
 pub use health::HealthReport;
+pub use proxy_header::ConnectionAddresses;
 pub use request_body::ClientBody;
 pub use timed_body::TimedBody;
+pub use tls::{Roots, TlsOptions};
 
 /// Body type of requests sent to an origin.
 pub type OutgoingBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -50,8 +58,22 @@ pub struct BackendOptions {
     pub max_connections: Option<u32>,
     /// `.probe`: poll the origin in the background and track its health.
     pub probe: Option<policy_lang::ProbeDecl>,
-    /// `.host_header`: the `Host` of requests that have none, and of probes.
+    /// `.host_header`: the `Host` of requests that have none, and of probes; also the TLS
+    /// server name.
     pub host_header: Option<String>,
+    /// `.ssl = 1;` (or `-b https://`): TLS to the origin, probes included.
+    pub tls: Option<TlsOptions>,
+    /// `.proxy_header = 1|2;`: the PROXY protocol version each connection starts with.
+    pub proxy_header: Option<u8>,
+}
+
+/// How requests get a connection.
+enum Connections {
+    /// A keep-alive pool.
+    Pooled(Box<Client<OriginConnector, OutgoingBody>>),
+    /// `.proxy_header`: a new connection for each request, starting with a PROXY header of
+    /// this version naming the request's client.
+    OnePerRequest { proxy_header: u8 },
 }
 
 /// One origin server. Clones share the connection pool, counters and health; the probe task
@@ -65,7 +87,8 @@ struct Inner {
     name: String,
     authority: http::uri::Authority,
     options: BackendOptions,
-    client: Client<HttpConnector, OutgoingBody>,
+    connector: OriginConnector,
+    connections: Connections,
     /// `options.host_header`, parsed once.
     host_header: Option<HeaderValue>,
     stats: Arc<BackendStats>,
@@ -99,13 +122,25 @@ impl Backend {
                 })
             })
             .transpose()?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(options.timeouts.connect));
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+        let server_name = options
+            .host_header
+            .clone()
+            .unwrap_or_else(|| authority.host().to_string());
+        let tls = options
+            .tls
+            .as_ref()
+            .map(|tls| tls::OriginTls::new(tls, &server_name))
+            .transpose()
+            .map_err(|error| format!("TLS: {error}"))?;
+        let connector = OriginConnector::new(name, options.timeouts.connect, tls);
+        let connections = match options.proxy_header {
+            Some(proxy_header) => Connections::OnePerRequest { proxy_header },
+            None => Connections::Pooled(Box::new(
+                Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(30))
+                    .build(connector.clone()),
+            )),
+        };
         let stats = Arc::<BackendStats>::default();
         let health = match &options.probe {
             None => None,
@@ -113,14 +148,17 @@ impl Backend {
                 let runtime = tokio::runtime::Handle::try_current()
                     .map_err(|_| "a probed backend needs a tokio runtime to run its probe".to_string())?;
                 let health = Arc::new(Health::new(decl, SystemTime::now()));
+                // A probe has no client to name: its PROXY header is the local form.
+                let connector = match options.proxy_header {
+                    Some(version) => connector.with_proxy_header(proxy_header::encode(version, None)),
+                    None => connector.clone(),
+                };
                 let target = probe::Target {
                     backend: name.to_string(),
                     address: authority.as_str().to_string(),
-                    host: options
-                        .host_header
-                        .clone()
-                        .unwrap_or_else(|| authority.host().to_string()),
+                    host: server_name,
                     probe: decl.clone(),
+                    connector,
                 };
                 let prober = probe::spawn(&runtime, target, health.clone(), stats.clone());
                 Some((health, prober))
@@ -131,7 +169,8 @@ impl Backend {
                 name: name.to_string(),
                 authority,
                 options,
-                client,
+                connector,
+                connections,
                 host_header,
                 stats,
                 health,
@@ -220,8 +259,20 @@ impl Backend {
         };
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
+        let unpooled;
+        let client = match &inner.connections {
+            Connections::Pooled(pooled) => pooled,
+            Connections::OnePerRequest { proxy_header } => {
+                let header = proxy_header::encode(*proxy_header, request.extensions().get());
+                // Keeps no idle connection: the one it opens closes after this exchange.
+                unpooled = Client::builder(TokioExecutor::new())
+                    .pool_max_idle_per_host(0)
+                    .build(inner.connector.with_proxy_header(header));
+                &unpooled
+            }
+        };
         // On failure `in_flight` is dropped on return; on success it moves into the body.
-        let outcome = tokio::time::timeout(budget, inner.client.request(request)).await;
+        let outcome = tokio::time::timeout(budget, client.request(request)).await;
         let response = match outcome {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {

@@ -1,8 +1,9 @@
 //! Health probes (`.probe`): a background task per probed backend that polls the origin and
 //! feeds the results to its [`Health`].
 //!
-//! Every `.interval`, starting at once, the task opens a fresh TCP connection, writes the probe
-//! request and reads the status line, all within `.timeout`. The result is good when the status
+//! Every `.interval`, starting at once, the task opens a fresh connection (over TLS, and with a
+//! PROXY header in its local form, as the backend's own connections), writes the probe request
+//! and reads the status line, all within `.timeout`. The result is good when the status
 //! is `.expected_response`. The request is Varnish's: the `.request` lines each followed by CRLF
 //! plus a final CRLF, else `GET {.url} HTTP/1.1`, `Host`, `Connection: close`. Transitions are
 //! logged (warn on going sick, info on going healthy). The task lives as long as the backend:
@@ -19,6 +20,7 @@ use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+use super::connector::OriginConnector;
 use super::health::{Health, Transition};
 use crate::stats::BackendStats;
 
@@ -46,6 +48,8 @@ pub(super) struct Target {
     /// `.host` when there is no `.host_header`).
     pub host: String,
     pub probe: ProbeDecl,
+    /// Opens the connection as the backend's requests do.
+    pub connector: OriginConnector,
 }
 
 /// Starts probing `target` on `runtime`; results go to `health` and the probe counters.
@@ -70,7 +74,12 @@ async fn run(target: Target, health: Arc<Health>, stats: Arc<BackendStats>) {
         let probe = &target.probe;
         let result = match tokio::time::timeout(
             probe.timeout,
-            poke(&target.address, &request, probe.expected_response),
+            poke(
+                &target.address,
+                &target.connector,
+                &request,
+                probe.expected_response,
+            ),
         )
         .await
         {
@@ -134,8 +143,20 @@ pub(super) fn request(probe: &ProbeDecl, host: &str) -> Vec<u8> {
 }
 
 /// One probe exchange: `Ok` when the status is `expected`, else why not.
-async fn poke(address: &str, request: &[u8], expected: u16) -> Result<(), String> {
-    let mut stream = TcpStream::connect(address).await.map_err(describe)?;
+async fn poke(
+    address: &str,
+    connector: &OriginConnector,
+    request: &[u8],
+    expected: u16,
+) -> Result<(), String> {
+    let tcp = TcpStream::connect(address).await.map_err(describe)?;
+    let mut stream = connector
+        .open(tcp)
+        .await
+        .map_err(|error| match error.downcast::<std::io::Error>() {
+            Ok(io) => describe(*io),
+            Err(other) => other.to_string(),
+        })?;
     stream.write_all(request).await.map_err(describe)?;
     let mut line = Vec::with_capacity(128);
     let mut chunk = [0u8; 256];

@@ -45,6 +45,8 @@ fn options(max_connections: Option<u32>, probe: Option<ProbeDecl>) -> BackendOpt
         max_connections,
         probe,
         host_header: None,
+        tls: None,
+        proxy_header: None,
     }
 }
 

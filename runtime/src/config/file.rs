@@ -74,6 +74,7 @@ impl Quantity {
 pub struct FileConfig {
     listen: Option<Vec<String>>,
     backend: Option<String>,
+    backend_ca: Option<PathBuf>,
     policy: Option<PathBuf>,
     cache_size: Option<Quantity>,
     max_object_size: Option<Quantity>,
@@ -178,6 +179,9 @@ impl FileConfig {
         }
         if let Some(backend) = self.backend {
             config.backend = Some(backend);
+        }
+        if let Some(ca) = self.backend_ca {
+            config.backend_ca = Some(base_dir.join(ca));
         }
         if let Some(policy) = self.policy {
             config.policy = Some(base_dir.join(policy));

@@ -272,8 +272,12 @@ impl Default for H2Limits {
 pub struct Config {
     /// Listeners (HTTP/1.1 and h2c on each, `,PROXY` / `,tls` as asked). Default `127.0.0.1:8080`.
     pub listen: Vec<ListenSpec>,
-    /// Default origin as `host:port`, used when the policy declares no backend.
+    /// Default origin as `host:port` (`https://host[:port]` for TLS), used when the policy
+    /// declares no backend.
     pub backend: Option<String>,
+    /// `--backend-ca`: PEM CA certificates an `https://` `backend`'s certificate must chain
+    /// to. Default `None`: the system's trusted roots.
+    pub backend_ca: Option<PathBuf>,
     /// Policy file (`*.vcl`); `None` runs Varnish's builtin behaviour.
     pub policy: Option<PathBuf>,
     /// Cache capacity in bytes (headers + body of every object). Default 256 MiB.
@@ -356,6 +360,7 @@ impl Default for Config {
         Config {
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080)).into()],
             backend: None,
+            backend_ca: None,
             policy: None,
             cache_size: 256 * 1024 * 1024,
             max_object_size: 16 * 1024 * 1024,

@@ -85,6 +85,8 @@ impl<'v> Attempts<'v> {
         head.uri = bereq.uri().clone();
         head.version = bereq.version();
         head.headers = std::mem::take(bereq.headers_mut());
+        // A retry is sent from `head`: it keeps what the backend reads from the extensions.
+        head.extensions = bereq.extensions().clone();
         let chose_another = attempts.vcl_backend_fetch(backend.name());
         *bereq.method_mut() = attempts.head.method.clone();
         *bereq.uri_mut() = attempts.head.uri.clone();

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use super::attempts::{failure, Attempts, FetchFailure};
 use super::vcl::BackendSession;
 use super::{h2_accounting, headers, respond, synth, Shared};
-use crate::backend::{Backend, OutgoingBody, TimedBody};
+use crate::backend::{Backend, ConnectionAddresses, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
@@ -50,7 +50,8 @@ impl<'a> Route<'a> {
 }
 
 /// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
-/// `X-Forwarded-For` added, `Host` kept (HTTP/2 clients send `:authority` instead).
+/// `X-Forwarded-For` added, `Host` kept (HTTP/2 clients send `:authority` instead), and the
+/// client connection's addresses carried along for a backend's PROXY header.
 fn backend_request(
     parts: &Parts,
     client: IpAddr,
@@ -72,6 +73,9 @@ fn backend_request(
     }
     headers::append_forwarded_for(headers, client);
     headers::append_via(headers, parts.version);
+    if let Some(addresses) = parts.extensions.get::<ConnectionAddresses>() {
+        request.extensions_mut().insert(*addresses);
+    }
     request
 }
 

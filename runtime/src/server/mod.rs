@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::backend::ConnectionAddresses;
 use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits};
 use crate::proxy::{self, Shared};
 use first_line::FirstLine;
@@ -171,10 +172,16 @@ async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
     let requests = activity.clone();
     let guard = ConnectionGuard::new(h2_limits, peer);
     let streams = guard.clone();
-    let service = service_fn(move |request: Request<Incoming>| {
+    // For the PROXY header of backends with `.proxy_header` (the origin learns the client).
+    let addresses = ConnectionAddresses {
+        client: peer,
+        server: stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+    };
+    let service = service_fn(move |mut request: Request<Incoming>| {
         let shared = shared.clone();
         let streams = streams.clone();
         let in_flight = requests.request_started(request.version());
+        request.extensions_mut().insert(addresses);
         async move {
             let version = request.version();
             let response = h2_guard::serve(&streams, version, proxy::handle(shared, peer, request)).await;
