@@ -2,9 +2,9 @@
 #
 # Running with this file behaves exactly like running with no policy at all:
 # every sub below ends with the same `return` the builtin VCL would reach.
-# It follows Varnish 7.7's builtin.vcl, except that requests Varnish would
-# pipe (unknown methods) are refused with 501, because edgecache has no pipe
-# mode. Copy it as a starting point and edit what you need.
+# It follows Varnish 7.7's builtin.vcl, except that unknown methods, which
+# Varnish would pipe, are passed to the origin (it decides), and WebSocket
+# upgrades are piped. Copy it as a starting point and edit what you need.
 
 vcl 4.1;
 
@@ -21,22 +21,15 @@ sub vcl_recv {
     if (!req.http.host && req.esi_level == 0 && req.proto == "HTTP/1.1") {
         return (synth(400));
     }
+    if (req.http.Upgrade ~ "(?i)websocket") {
+        # A WebSocket handshake: the connection becomes a tunnel to the origin.
+        return (pipe);
+    }
     if (req.method == "PRI") {
         return (synth(405));
     }
-    if (req.method != "GET" &&
-      req.method != "HEAD" &&
-      req.method != "PUT" &&
-      req.method != "POST" &&
-      req.method != "TRACE" &&
-      req.method != "OPTIONS" &&
-      req.method != "DELETE" &&
-      req.method != "PATCH") {
-        # Varnish would `return (pipe)`; edgecache refuses unknown methods.
-        return (synth(501));
-    }
     if (req.method != "GET" && req.method != "HEAD") {
-        # Only GET and HEAD are cached.
+        # Only GET and HEAD are cached; other methods, known or not, go to the origin.
         return (pass);
     }
     if (req.http.Authorization || req.http.Cookie) {

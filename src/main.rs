@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use edgecache_runtime::config::{
-    parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen, parse_size, CacheAdmission,
-    FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
+    parse_certificate_pair, parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen,
+    parse_size, CacheAdmission, CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
 
@@ -161,6 +161,13 @@ struct ServeArgs {
     /// Open client connections; past it new clients wait until one closes. Default 10000.
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
+    /// How long a pipe (return (pipe), a WebSocket) may carry no byte either way before it is
+    /// closed (Varnish's pipe_timeout). Default 60s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pipe_timeout: Option<Duration>,
+    /// Pipes (return (pipe), WebSockets) open at once; past it 503. Default 5000.
+    #[arg(long, value_name = "N")]
+    max_pipes: Option<usize>,
     /// Largest header field, and request line, a client may send (Varnish's
     /// http_req_hdr_len): 431 past it, 414 for a longer URL. Default 8k.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -232,6 +239,23 @@ struct ServeArgs {
     /// Do not reload when the policy file or its includes change (SIGHUP and POST /reload still do).
     #[arg(long)]
     no_watch: bool,
+    /// Default certificate of the `,tls` listeners (PEM: the leaf, then intermediates; may
+    /// hold the key too), for clients without SNI or with a name no other certificate has.
+    #[arg(long = "tls-cert", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert, when that file does not hold it.
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// A certificate for one SNI name (*.example.com for a wildcard); repeat for several.
+    #[arg(long = "tls-cert-pair", value_name = "NAME=CERT[,KEY]", value_parser = parse_certificate_pair)]
+    tls_cert_pair: Vec<CertificateFiles>,
+    /// Directory of NAME.pem files (chain and key), each serving the SNI name NAME
+    /// (_.example.com.pem: *.example.com; default.pem: every other name); read again on reload.
+    #[arg(long = "tls-dir", value_name = "DIR")]
+    tls_dir: Option<PathBuf>,
+    /// Time a client has to complete its TLS handshake. Default 10s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    tls_handshake_timeout: Option<Duration>,
 }
 
 /// `-T`: an address, or `off`.
@@ -293,6 +317,8 @@ impl ServeArgs {
         set(&mut config.client_timeouts.send, self.send_timeout);
         set(&mut config.client_timeouts.idle_send, self.idle_send_timeout);
         set(&mut config.max_connections, self.max_connections);
+        set(&mut config.pipe_timeout, self.pipe_timeout);
+        set(&mut config.max_pipes, self.max_pipes);
         let bytes = |size: u64| usize::try_from(size).unwrap_or(usize::MAX);
         set(
             &mut config.request_limits.max_header_size,
@@ -359,6 +385,18 @@ impl ServeArgs {
         if self.no_watch {
             config.watch_policy = false;
         }
+        if let Some(cert) = self.tls_cert {
+            // The command line's default certificate replaces the file's.
+            config.tls.certificates.retain(|pair| !pair.names.is_empty());
+            config.tls.certificates.push(CertificateFiles {
+                cert,
+                key: self.tls_key,
+                names: Vec::new(),
+            });
+        }
+        config.tls.certificates.extend(self.tls_cert_pair);
+        set(&mut config.tls.dir, self.tls_dir.map(Some));
+        set(&mut config.tls.handshake_timeout, self.tls_handshake_timeout);
         config.validate()?;
         Ok(config)
     }
@@ -552,11 +590,18 @@ mod tests {
              --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
              --store-set-cookie --grace 1m --keep 1h --ignore-request-cache-control \
              --targeted-cache-control CDN-Cache-Control --plugin-memory 8m --plugin-deadline 10ms \
-             --log-format json -T off --admin-token-file admin.token --no-watch";
+             --log-format json -T off --admin-token-file admin.token --no-watch \
+             -a 127.0.0.1:8443,tls --tls-cert site.pem --tls-key site.key \
+             --tls-cert-pair a.example=a.pem,a.key --tls-dir certs --tls-handshake-timeout 5s";
         let cli = Cli::try_parse_from(flags.split_whitespace()).unwrap_or_else(|error| panic!("{error}"));
         let config = cli.serve.into_config().unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(config.listen[0].to_string(), "0.0.0.0:6081");
         assert!(config.listen[1].proxy_protocol);
+        assert!(config.listen[2].tls);
+        assert_eq!(config.tls.certificates.len(), 2);
+        assert_eq!(config.tls.certificates[1].names, ["a.example"]);
+        assert_eq!(config.tls.dir.as_deref(), Some(std::path::Path::new("certs")));
+        assert_eq!(config.tls.handshake_timeout, Duration::from_secs(5));
         assert_eq!(config.purge_allow.len(), 2);
         assert_eq!(config.invalidate_on_unsafe, InvalidateOnUnsafe::Off);
         assert_eq!(config.cache_admission, CacheAdmission::TinyLfu);

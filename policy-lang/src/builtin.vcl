@@ -1,10 +1,9 @@
 # edgecache builtin VCL: what runs after a user's sub falls through.
 #
-# This mirrors Varnish 7.7's bin/varnishd/builtin.vcl, with the differences
-# edgecache needs (there is no pipe mode):
-#  * unknown request methods get synth(501) instead of `return (pipe)`
-#    (this is what Varnish 8.0 does as well);
-#  * there is no vcl_pipe.
+# This mirrors Varnish 7.7's bin/varnishd/builtin.vcl, with two differences:
+#  * unknown request methods are passed to the origin (it decides) instead of
+#    piped (Varnish 8.0 answers them 501);
+#  * WebSocket upgrades are piped (Varnish leaves that to the user's vcl_recv).
 # User VCL may `call` the helper subs (vcl_req_host, vcl_beresp_hitmiss, ...)
 # directly, as in Varnish.
 
@@ -20,6 +19,10 @@ sub vcl_recv {
 
 sub vcl_builtin_recv {
     call vcl_req_host;
+    if (req.http.Upgrade ~ "(?i)websocket") {
+        # A WebSocket handshake: the connection becomes a tunnel to the backend.
+        return (pipe);
+    }
     call vcl_req_method;
     call vcl_req_authorization;
     call vcl_req_cookie;
@@ -42,17 +45,6 @@ sub vcl_req_method {
         # This will never happen in properly formed traffic.
         return (synth(405));
     }
-    if (req.method != "GET" &&
-      req.method != "HEAD" &&
-      req.method != "PUT" &&
-      req.method != "POST" &&
-      req.method != "TRACE" &&
-      req.method != "OPTIONS" &&
-      req.method != "DELETE" &&
-      req.method != "PATCH") {
-        # Varnish 7 pipes these; edgecache has no pipe mode.
-        return (synth(501));
-    }
     if (req.method != "GET" && req.method != "HEAD") {
         # We only deal with GET and HEAD by default.
         return (pass);
@@ -71,6 +63,16 @@ sub vcl_req_cookie {
         # Risky to cache by default.
         return (pass);
     }
+}
+
+sub vcl_pipe {
+    call vcl_builtin_pipe;
+    # By default "Connection: close" is set on piped requests that are not
+    # upgrades, so the backend connection carries only this one.
+    return (pipe);
+}
+
+sub vcl_builtin_pipe {
 }
 
 sub vcl_pass {

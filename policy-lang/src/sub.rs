@@ -22,10 +22,12 @@ pub enum Sub {
     BackendError,
     Init,
     Fini,
+    /// `vcl_pipe`: the request is about to be tunnelled to the backend (`bereq` editable).
+    Pipe,
 }
 
 impl Sub {
-    pub const ALL: [Sub; 13] = [
+    pub const ALL: [Sub; 14] = [
         Sub::Recv,
         Sub::Hash,
         Sub::Hit,
@@ -39,6 +41,7 @@ impl Sub {
         Sub::BackendError,
         Sub::Init,
         Sub::Fini,
+        Sub::Pipe,
     ];
 
     /// The VCL name, e.g. `"vcl_recv"`.
@@ -57,6 +60,7 @@ impl Sub {
             Sub::BackendError => "vcl_backend_error",
             Sub::Init => "vcl_init",
             Sub::Fini => "vcl_fini",
+            Sub::Pipe => "vcl_pipe",
         }
     }
 
@@ -86,6 +90,7 @@ impl Sub {
                 reason: Arc::from("Purged"),
             },
             Sub::Init | Sub::Fini => Action::Ok,
+            Sub::Pipe => Action::Pipe,
         }
     }
 }
@@ -106,7 +111,8 @@ pub(crate) mod mask {
     pub const BE_ERROR: u16 = 1 << Sub::BackendError as u16;
     pub const INIT: u16 = 1 << Sub::Init as u16;
     pub const FINI: u16 = 1 << Sub::Fini as u16;
-    pub const CLIENT: u16 = RECV | HASH | HIT | MISS | PASS | PURGE | DELIVER | SYNTH;
+    pub const PIPE: u16 = 1 << Sub::Pipe as u16;
+    pub const CLIENT: u16 = RECV | HASH | HIT | MISS | PASS | PURGE | DELIVER | SYNTH | PIPE;
     pub const BACKEND: u16 = BE_FETCH | BE_RESPONSE | BE_ERROR;
     pub const ALL: u16 = CLIENT | BACKEND | INIT | FINI;
     pub const NONE: u16 = 0;
@@ -154,6 +160,9 @@ pub enum Action {
     /// holds the local response and sends it as is. Only the evaluator
     /// produces this action; it cannot be written in `return (...)`.
     PluginResponse { plugin: PluginId },
+    /// `return (pipe)` in `vcl_recv` / `vcl_pipe`: tunnel the request's connection to the
+    /// backend, bytes both ways, nothing cached.
+    Pipe,
 }
 
 impl Action {
@@ -172,6 +181,7 @@ impl Action {
             Action::Ok => "ok",
             Action::Fail { .. } => "fail",
             Action::PluginResponse { .. } => "plugin_response",
+            Action::Pipe => "pipe",
         }
     }
 }
@@ -188,7 +198,7 @@ pub(crate) fn action_mask(name: &str) -> Option<u16> {
         "lookup" => HASH,
         "pass" => RECV | HIT | MISS,
         "purge" => RECV,
-        "synth" => RECV | PASS | PURGE | HIT | MISS | DELIVER,
+        "synth" => RECV | PASS | PURGE | HIT | MISS | DELIVER | PIPE,
         "restart" => RECV | PASS | PURGE | HIT | MISS | DELIVER | SYNTH,
         "deliver" => HIT | DELIVER | SYNTH | BE_RESPONSE | BE_ERROR,
         "fetch" => PASS | MISS | BE_FETCH,
@@ -197,15 +207,16 @@ pub(crate) fn action_mask(name: &str) -> Option<u16> {
         "error" => BE_FETCH | BE_RESPONSE,
         "ok" => INIT | FINI,
         "fail" => ALL & !FINI,
+        "pipe" => RECV | PIPE,
         _ => return None,
     })
 }
 
 /// Legal action names per sub, for hints.
 pub(crate) fn legal_actions(sub: Sub) -> Vec<&'static str> {
-    const NAMES: [&str; 13] = [
+    const NAMES: [&str; 14] = [
         "hash", "lookup", "pass", "purge", "synth", "restart", "deliver", "fetch", "retry", "abandon",
-        "error", "ok", "fail",
+        "error", "ok", "fail", "pipe",
     ];
     NAMES
         .iter()

@@ -50,10 +50,13 @@ fn builtin_recv_passes_cookies_auth_and_posts() {
         p.run(Sub::Recv, &mut TestContext::request("PRI", "/")),
         synth(405, "Method Not Allowed")
     );
+    // Unknown methods go to the origin, which decides (Varnish 7 pipes them).
     assert_eq!(
         p.run(Sub::Recv, &mut TestContext::request("BREW", "/")),
-        synth(501, "Not Implemented")
+        Action::Pass
     );
+    let mut upgrade = TestContext::request("GET", "/chat").header(Scope::Req, "Upgrade", "WebSocket");
+    assert_eq!(p.run(Sub::Recv, &mut upgrade), Action::Pipe);
 }
 
 #[test]

@@ -95,15 +95,9 @@ fn varnish_77_builtin_checks_as_a_main_file() {
             "{}",
             w.render()
         );
-        // Unknown methods, which Varnish 7 pipes, are refused as edgecache's builtin does.
+        // Unknown methods, which Varnish 7 pipes, are passed as edgecache's builtin does.
         let mut brew = TestContext::request("BREW", "/");
-        assert_eq!(
-            p.run(Sub::Recv, &mut brew),
-            Action::Synth {
-                status: 501,
-                reason: "Not Implemented".into()
-            }
-        );
+        assert_eq!(p.run(Sub::Recv, &mut brew), Action::Pass);
     }
 }
 
@@ -182,18 +176,13 @@ sub vcl_recv { call normalize; }
 }
 
 #[test]
-fn return_pipe_outside_the_method_helper_is_still_refused() {
-    let d = load_str(
-        "ws.vcl",
+fn return_pipe_outside_the_method_helper_pipes() {
+    let p = program(
         r#"vcl 4.1;
 backend default { .host = "127.0.0.1"; }
-sub vcl_recv { if (req.http.Upgrade ~ "(?i)websocket") { return (pipe); } }
+sub vcl_recv { if (req.method == "TUNNEL") { return (pipe); } }
 "#,
-    )
-    .unwrap_err();
-    assert!(
-        d.render().contains("`return (pipe)` is not supported"),
-        "{}",
-        d.render()
     );
+    let mut tunnel = TestContext::request("TUNNEL", "/");
+    assert_eq!(p.run(Sub::Recv, &mut tunnel), Action::Pipe);
 }

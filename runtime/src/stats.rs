@@ -19,6 +19,12 @@ pub struct Stats {
     pub coalesced_waits: AtomicU64,
     /// Objects the cache dropped to stay under its size bound.
     pub evictions: AtomicU64,
+    /// Requests piped to the origin (Varnish's `s_pipe`): `return (pipe)` and upgrades.
+    pub pipes: AtomicU64,
+    /// Bytes copied through pipe tunnels, both ways (Varnish's `s_pipe_in` + `s_pipe_out`).
+    pub pipe_bytes: AtomicU64,
+    /// Pipes refused because `--max-pipes` tunnels were open.
+    pub pipes_refused: AtomicU64,
 }
 
 impl Stats {
@@ -32,6 +38,7 @@ impl Stats {
             CacheState::Stale => &self.stale,
             CacheState::Revalidated => &self.revalidated,
             CacheState::Synth => &self.synth,
+            CacheState::Pipe => &self.pipes,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

@@ -806,12 +806,44 @@ impl RawConn {
         }
     }
 
+    /// Connects from `local` (another loopback address such as 127.0.0.2: a second client
+    /// the proxy can tell apart).
+    pub async fn connect_from(local: std::net::IpAddr, addr: SocketAddr) -> RawConn {
+        let socket = match local {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        }
+        .expect("socket");
+        socket
+            .bind(SocketAddr::new(local, 0))
+            .expect("bind the source address");
+        RawConn {
+            stream: socket.connect(addr).await.expect("connect"),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes `bytes` as is (binary: a PROXY protocol v2 header).
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("write bytes");
+    }
+
     /// Writes `text` as is (use `\r\n`).
     pub async fn send(&mut self, text: &str) {
         self.stream
             .write_all(text.as_bytes())
             .await
             .expect("write request");
+    }
+
+    /// The connection itself, for bytes after a response (a tunnel after `101`).
+    pub fn into_stream(self) -> TcpStream {
+        assert!(
+            self.buf.is_empty(),
+            "unread bytes: {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
+        self.stream
     }
 
     /// Shuts down the sending side (a half-close), as `nc -N` does after its input.

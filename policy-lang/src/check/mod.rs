@@ -235,18 +235,6 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                 Decl::Sub(s) => {
                     let name = s.name.name.as_str();
                     let method = Sub::from_name(name);
-                    if name == "vcl_pipe" || name == "vcl_builtin_pipe" {
-                        sink.push(
-                            Diagnostic::new(
-                                Code::NoEffect,
-                                s.name.span,
-                                format!("`{name}` never runs: edgecache does not support pipe mode"),
-                            )
-                            .label("ignored")
-                            .hint("requests that Varnish would pipe are passed (`return (pass)`) or refused"),
-                        );
-                        continue;
-                    }
                     if method.is_none() && name.starts_with("vcl_") && !builtin {
                         if let Some(note) = legacy_sub(name) {
                             sink.push(
@@ -504,7 +492,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
     if sink.has_errors() {
         return None;
     }
-    let mut methods = [None; 13];
+    let mut methods = [None; Sub::ALL.len()];
     let mut user_methods = 0u16;
     for (i, s) in subs.iter().enumerate() {
         if let Some(m) = s.method {

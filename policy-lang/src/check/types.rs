@@ -447,26 +447,14 @@ impl<'a> Lowerer<'a> {
         let args = a.args.as_deref().unwrap_or(&[]);
         match name {
             // builtin.vcl's own `vcl_req_method` pipes unknown methods; edgecache's builtin
-            // answers them 501 (as Varnish 8 does), so a copy of builtin.vcl means the same as
-            // no policy.
+            // passes them to the origin, so a copy of builtin.vcl means the same as no policy.
             "pipe" if self.cx.sub_name == "vcl_req_method" && self.cx.mask & !sub::mask::RECV == 0 => {
                 self.sink.push(
-                    Diagnostic::new(Code::NoEffect, a.span, "`return (pipe)` answers 501 Not Implemented here")
-                        .label("edgecache has no pipe mode")
-                        .hint("edgecache's builtin refuses methods it does not know with `synth(501)`, as Varnish 8 does; write `return (synth(501));` to say so"),
+                    Diagnostic::new(Code::NoEffect, a.span, "`return (pipe)` passes the request here")
+                        .label("unknown methods go to the origin as ordinary requests")
+                        .hint("edgecache's builtin passes methods it does not know (the origin decides); write `return (pass);` to say so, or `return (pipe);` in `vcl_recv` to tunnel them"),
                 );
-                return Some(Stmt::Return(Ret::Const(Action::Synth {
-                    status: 501,
-                    reason: Arc::from(default_reason(501)),
-                })));
-            }
-            "pipe" => {
-                self.sink.push(
-                    Diagnostic::new(Code::Unsupported, a.span, "`return (pipe)` is not supported by edgecache")
-                        .label("pipe mode is not available")
-                        .hint("edgecache has no pipe mode (raw TCP tunnel); use `return (pass);` to proxy the request uncached, or `return (synth(501));` to refuse it"),
-                );
-                return None;
+                return Some(Stmt::Return(Ret::Const(Action::Pass)));
             }
             "vcl" => {
                 self.sink.push(
@@ -570,6 +558,7 @@ impl<'a> Lowerer<'a> {
             "retry" => Action::Retry,
             "abandon" => Action::Abandon,
             "ok" => Action::Ok,
+            "pipe" => Action::Pipe,
             "fail" => {
                 if args.len() > 1 {
                     self.arg_count(a.span, "fail", "at most 1");

@@ -32,7 +32,9 @@ pub(crate) fn var_access(v: Var) -> Access {
         ReqGrace | ReqTtl => acc(CLIENT, CLIENT, CLIENT),
         ReqCanGzip | ReqEsiLevel | ReqProto | ReqRestarts | ReqXid => acc(CLIENT, NONE, NONE),
 
-        BereqBackend | BereqMethod | BereqUrl => acc(BACKEND, BACKEND, NONE),
+        BereqBackend => acc(BACKEND, BACKEND, NONE),
+        // `vcl_pipe` edits the request that opens the tunnel.
+        BereqMethod | BereqUrl => acc(BACKEND | PIPE, BACKEND | PIPE, NONE),
         BereqBody => acc(NONE, NONE, BE_FETCH),
         BereqBetweenBytesTimeout | BereqConnectTimeout | BereqFirstByteTimeout => {
             acc(BACKEND, BACKEND, BACKEND)
@@ -59,7 +61,7 @@ pub(crate) fn header_access(scope: Scope, name: &str) -> Access {
         name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding");
     let all = match scope {
         Scope::Req => CLIENT,
-        Scope::Bereq => BACKEND,
+        Scope::Bereq => BACKEND | PIPE,
         Scope::Beresp => BE_RESPONSE | BE_ERROR,
         Scope::Resp => DELIVER | SYNTH,
         Scope::Obj => return acc(HIT, NONE, NONE),

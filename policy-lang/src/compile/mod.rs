@@ -297,7 +297,7 @@ pub struct Program {
     pub(crate) directors: Vec<Director>,
     pub(crate) plugins: Vec<PluginDecl>,
     pub(crate) bodies: Vec<Vec<ir::Stmt>>,
-    pub(crate) methods: [Option<usize>; 13],
+    pub(crate) methods: [Option<usize>; Sub::ALL.len()],
     pub(crate) user_methods: u16,
     /// The body of Varnish's `vcl_builtin_recv`, untouched by the user: a `call` of it asks
     /// [`Context::builtin_recv`](crate::Context::builtin_recv) first.
@@ -387,7 +387,7 @@ pub(crate) struct Parts {
     /// The file that declares each plugin (parallel to `plugins`).
     pub plugin_files: Vec<crate::diagnostics::FileId>,
     pub bodies: Vec<Vec<ir::Stmt>>,
-    pub methods: [Option<usize>; 13],
+    pub methods: [Option<usize>; Sub::ALL.len()],
     pub user_methods: u16,
     /// The body of the builtin's `vcl_builtin_recv`, when no user sub extends it.
     pub builtin_recv: Option<usize>,

@@ -138,6 +138,7 @@ impl Collector for Counters {
                 ("stale", &stats.stale),
                 ("revalidated", &stats.revalidated),
                 ("synth", &stats.synth),
+                ("pipe", &stats.pipes),
             ]
             .map(|(result, value)| (result.to_string(), ConstCounter::new(load(value)))),
         )?;
@@ -146,6 +147,18 @@ impl Collector for Counters {
             "edgecache_coalesced_waits",
             "Requests that waited on another request's origin fetch of the same object",
             load(&stats.coalesced_waits),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_pipe_bytes",
+            "Bytes copied through pipe tunnels (return (pipe), WebSocket), both ways",
+            load(&stats.pipe_bytes),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_pipes_refused",
+            "Pipes refused with 503 because --max-pipes tunnels were open",
+            load(&stats.pipes_refused),
         )?;
         let version = shared.active.load_full();
         let backends = || {

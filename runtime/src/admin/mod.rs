@@ -321,6 +321,9 @@ fn stats(state: &State) -> Value {
         "revalidated": stats.revalidated.load(Relaxed),
         "synth": stats.synth.load(Relaxed),
         "coalesced_waits": stats.coalesced_waits.load(Relaxed),
+        "pipes": stats.pipes.load(Relaxed),
+        "pipe_bytes": stats.pipe_bytes.load(Relaxed),
+        "pipes_refused": stats.pipes_refused.load(Relaxed),
         "cache": {
             "objects": shared.store.entry_count(),
             "bytes": shared.store.weighted_size(),

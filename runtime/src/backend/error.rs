@@ -70,20 +70,33 @@ impl BackendError {
 
     /// Classifies an error of the pooled client.
     pub(super) fn from_client(backend: &Backend, error: hyper_util::client::legacy::Error) -> BackendError {
-        let timed_out = source_chain(&error).any(|cause| {
+        BackendError::classify(backend, &error, error.is_connect())
+    }
+
+    /// Classifies an error of an exchange on a connection already open (a pipe's).
+    pub(super) fn from_exchange(backend: &Backend, error: &hyper::Error) -> BackendError {
+        BackendError::classify(backend, error, false)
+    }
+
+    fn classify(
+        backend: &Backend,
+        error: &(dyn std::error::Error + 'static),
+        connecting: bool,
+    ) -> BackendError {
+        let timed_out = source_chain(error).any(|cause| {
             cause
                 .downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
         });
-        let detail = source_chain(&error)
+        let detail = source_chain(error)
             .last()
             .map(|cause| cause.to_string())
             .unwrap_or_else(|| error.to_string());
-        if source_chain(&error).any(|cause| cause.is::<ClientBodyTimeout>()) {
+        if source_chain(error).any(|cause| cause.is::<ClientBodyTimeout>()) {
             BackendError::new(backend, Stage::FirstByte, FailureKind::ClientBodyTimeout, detail)
-        } else if source_chain(&error).any(|cause| cause.is::<ClientBodyBroken>()) {
+        } else if source_chain(error).any(|cause| cause.is::<ClientBodyBroken>()) {
             BackendError::new(backend, Stage::FirstByte, FailureKind::ClientBodyBroken, detail)
-        } else if error.is_connect() {
+        } else if connecting {
             let kind = if timed_out {
                 FailureKind::Timeout
             } else {

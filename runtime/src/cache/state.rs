@@ -18,6 +18,9 @@ pub enum CacheState {
     Pass,
     /// Answered by edgecache itself (purge, error page, policy `synth`).
     Synth,
+    /// Tunnelled to the origin on a connection of its own (`return (pipe)`, a WebSocket
+    /// upgrade): never cached.
+    Pipe,
 }
 
 impl CacheState {
@@ -30,6 +33,7 @@ impl CacheState {
             CacheState::Revalidated => "REVALIDATED",
             CacheState::Pass => "PASS",
             CacheState::Synth => "SYNTH",
+            CacheState::Pipe => "PIPE",
         }
     }
 }

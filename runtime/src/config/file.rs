@@ -19,6 +19,8 @@
 //! send_timeout = "600s"             # sending one response, head to last byte
 //! idle_send_timeout = "60s"         # a client that takes nothing of its response
 //! max_connections = 10000           # open client connections
+//! pipe_timeout = "60s"              # a pipe (WebSocket) with no byte either way is closed
+//! max_pipes = 5000                  # pipes open at once; past it 503
 //! purge_allow = ["127.0.0.1/8", "::1"]
 //! invalidate_on_unsafe = "allowed"  # who evicts by POST/PUT/DELETE/...: "all", "allowed" (purge_allow), "off"
 //! cache_status_header = "X-Cache"
@@ -40,6 +42,15 @@
 //! h2_max_streams_per_second = 20000 # new HTTP/2 streams per connection; 0 = off
 //! h2_max_concurrent_streams = 100   # HTTP/2 streams open at once (Varnish h2_max_concurrent_streams)
 //! max_headers = 100                 # header fields per request (Varnish http_max_hdr)
+//! tls_dir = "certs"                # NAME.pem files (chain + key) for the ,tls listeners
+//! tls_handshake_timeout = "10s"
+//!
+//! [[tls]]                           # the default certificate: no names
+//! cert = "site.pem"
+//! key = "site.key"
+//! [[tls]]
+//! cert = "shop.pem"                 # chain and key in one file
+//! names = ["shop.example.com"]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -91,6 +102,8 @@ pub struct FileConfig {
     send_timeout: Option<Quantity>,
     idle_send_timeout: Option<Quantity>,
     max_connections: Option<usize>,
+    pipe_timeout: Option<Quantity>,
+    max_pipes: Option<usize>,
     purge_allow: Option<Vec<String>>,
     invalidate_on_unsafe: Option<String>,
     cache_status_header: Option<String>,
@@ -106,6 +119,9 @@ pub struct FileConfig {
     admin_listen: Option<String>,
     admin_token_file: Option<PathBuf>,
     watch: Option<bool>,
+    tls: Option<Vec<super::tls::TlsFileEntry>>,
+    tls_dir: Option<PathBuf>,
+    tls_handshake_timeout: Option<Quantity>,
     plugin_memory: Option<Quantity>,
     plugin_deadline: Option<Quantity>,
     max_header_size: Option<Quantity>,
@@ -251,6 +267,10 @@ impl FileConfig {
         if let Some(max) = self.max_connections {
             config.max_connections = max;
         }
+        duration("pipe_timeout", self.pipe_timeout, &mut config.pipe_timeout)?;
+        if let Some(max) = self.max_pipes {
+            config.max_pipes = max;
+        }
         duration(
             "hit_for_pass_ttl",
             self.hit_for_pass_ttl,
@@ -374,6 +394,20 @@ impl FileConfig {
         if let Some(watch) = self.watch {
             config.watch_policy = watch;
         }
+        if let Some(entries) = self.tls {
+            config.tls.certificates = entries
+                .into_iter()
+                .map(|entry| entry.into_files(base_dir))
+                .collect();
+        }
+        if let Some(dir) = self.tls_dir {
+            config.tls.dir = Some(base_dir.join(dir));
+        }
+        duration(
+            "tls_handshake_timeout",
+            self.tls_handshake_timeout,
+            &mut config.tls.handshake_timeout,
+        )?;
         if let Some(format) = self.log_format {
             config.log_format = match format.as_str() {
                 "compact" => LogFormat::Compact,

@@ -7,6 +7,7 @@
 
 mod file;
 mod parse;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use ipnet::IpNet;
 
 pub use file::FileConfig;
 pub use parse::{parse_cidr_list, parse_duration, parse_listen, parse_size};
+pub use tls::{parse_certificate_pair, CertificateFiles, TlsSettings};
 
 /// A setting the user got wrong: which one, what was given, what is accepted.
 #[derive(Debug, thiserror::Error)]
@@ -308,6 +310,14 @@ pub struct Config {
     /// connection closes, as HAProxy's `maxconn`. Default 10,000; keep it below half of the
     /// file descriptor limit (`ulimit -n`), since each client may hold an origin connection too.
     pub max_connections: usize,
+    /// How long a pipe (`return (pipe)`, a WebSocket upgrade) may carry no byte either way
+    /// before both its connections are closed (`--pipe-timeout`). Default 60 s, Varnish's
+    /// `pipe_timeout`.
+    pub pipe_timeout: Duration,
+    /// Pipes open at once (`--max-pipes`); past it a request to pipe gets 503. Each holds a
+    /// client and an origin connection, outside `max_connections` once it is a tunnel.
+    /// Default 5,000.
+    pub max_pipes: usize,
     /// Request head size limits (Varnish's `http_req_hdr_len`, `http_req_size`).
     pub request_limits: RequestLimits,
     /// HTTP/2 stream and reset caps per connection.
@@ -353,6 +363,8 @@ pub struct Config {
     /// Sandbox limits for every WebAssembly plugin: linear memory per instance (default
     /// 16 MiB, `--plugin-memory`) and CPU time per callback (default 5 ms, `--plugin-deadline`).
     pub plugin_limits: crate::plugin::Limits,
+    /// Certificates and the handshake timeout of the `,tls` listeners (see [`TlsSettings`]).
+    pub tls: TlsSettings,
 }
 
 impl Default for Config {
@@ -371,6 +383,8 @@ impl Default for Config {
             timeouts: BackendTimeouts::default(),
             client_timeouts: ClientTimeouts::default(),
             max_connections: 10_000,
+            pipe_timeout: Duration::from_secs(60),
+            max_pipes: 5_000,
             request_limits: RequestLimits::default(),
             h2_limits: H2Limits::default(),
             purge_allow: vec![
@@ -392,6 +406,7 @@ impl Default for Config {
             admin_token_file: None,
             watch_policy: true,
             plugin_limits: crate::plugin::Limits::default(),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -427,7 +442,15 @@ impl Config {
                 format!("1 to {MAX_CONNECTIONS}"),
             ));
         }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_pipes) {
+            return Err(ConfigError::new(
+                "max_pipes (--max-pipes)",
+                format!("{} pipes", self.max_pipes),
+                format!("1 to {MAX_CONNECTIONS}"),
+            ));
+        }
         for (key, timeout) in [
+            ("pipe_timeout (--pipe-timeout)", self.pipe_timeout),
             ("header_timeout (--header-timeout)", self.client_timeouts.header),
             ("idle_timeout (--idle-timeout)", self.client_timeouts.idle),
             ("body_timeout (--body-timeout)", self.client_timeouts.body),
@@ -447,6 +470,7 @@ impl Config {
         }
         self.request_limits.validate()?;
         self.h2_limits.validate()?;
+        self.tls.validate(self.listen.iter().any(|spec| spec.tls))?;
         let mut seen = Vec::with_capacity(self.listen.len());
         for spec in &self.listen {
             let address = spec.addr;
@@ -458,13 +482,6 @@ impl Config {
                 ));
             }
             seen.push(address);
-            if spec.tls {
-                return Err(ConfigError::new(
-                    "listen (-a)",
-                    format!("{spec}: TLS listeners need --tls-cert/--tls-key"),
-                    "IP:PORT or :PORT, optionally with ,PROXY",
-                ));
-            }
         }
         if self.backend.is_none() && self.policy.is_none() {
             return Err(ConfigError::new(

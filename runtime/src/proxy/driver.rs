@@ -22,7 +22,8 @@ use super::commit;
 use super::fetch::{self, Route};
 use super::request_checks;
 use super::vcl::{ClientResponse, ClientSession};
-use super::{headers, respond, synth, Shared};
+use super::ClientTls;
+use super::{headers, pipe, respond, synth, Shared};
 use crate::backend::{ClientBody, OutgoingBody};
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
@@ -50,6 +51,10 @@ pub(crate) async fn handle(
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
+    let tls = request
+        .extensions()
+        .get::<Arc<ClientTls>>()
+        .map(|tls| tls.version);
     let version = shared.active.load_full();
     let refused = refusal(&mut request, version.policy.is_some())
         .map(|problem| (StatusCode::BAD_REQUEST, problem))
@@ -83,6 +88,7 @@ pub(crate) async fn handle(
         backend: (cache != CacheState::Hit && cache != CacheState::Synth)
             .then(|| version.default_backend().name()),
         client: client.ip(),
+        tls,
     });
     response
 }
@@ -148,6 +154,18 @@ async fn route(
     if parts.method.as_str() == "PURGE" {
         return (purge(shared, client, &parts), CacheState::Synth);
     }
+    if pipe::is_websocket_upgrade(&parts) {
+        let bereq = pipe::backend_request(&parts, client.ip());
+        let mut parts = parts;
+        return piped(
+            shared,
+            route,
+            &mut parts,
+            bereq,
+            streamed(body, shared.body_timeout),
+        )
+        .await;
+    }
     if builtin_passes(&parts) {
         return (
             fetch::pass(
@@ -179,6 +197,19 @@ async fn route(
     }
 }
 
+/// Pipes `bereq` to the route's backend; the client's `OnUpgrade` (present when it asked to
+/// upgrade) lets a `101` turn its connection into the tunnel.
+async fn piped(
+    shared: &Arc<Shared>,
+    route: Route<'_>,
+    request: &mut Parts,
+    bereq: Parts,
+    body: OutgoingBody,
+) -> (Response<ProxyBody>, CacheState) {
+    let upgrade = request.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    pipe::pipe(shared, route.backend, bereq, upgrade, body).await
+}
+
 /// Varnish's builtin `vcl_recv`: only GET and HEAD are looked up, and requests carrying
 /// credentials or cookies are passed, since the response may be personal.
 fn builtin_passes(request: &Parts) -> bool {
@@ -207,16 +238,13 @@ pub(super) fn builtin_vcl_recv(request: &mut Parts) -> Action {
     } else if request.version == http::Version::HTTP_11 {
         return synth(StatusCode::BAD_REQUEST);
     }
+    if pipe::is_websocket_upgrade(request) {
+        return Action::Pipe;
+    }
     // vcl_req_method
     let method = request.method.as_str();
     if method == "PRI" {
         return synth(StatusCode::METHOD_NOT_ALLOWED);
-    }
-    const KNOWN: [&str; 8] = [
-        "GET", "HEAD", "PUT", "POST", "TRACE", "OPTIONS", "DELETE", "PATCH",
-    ];
-    if !KNOWN.contains(&method) {
-        return synth(StatusCode::NOT_IMPLEMENTED);
     }
     if method != "GET" && method != "HEAD" {
         return Action::Pass;
@@ -503,20 +531,32 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(version, session.backend_hint);
-                    let outgoing = match body.take() {
-                        Some(body) => streamed(body, shared.body_timeout),
-                        // As Varnish ("Uncached req.body can only be consumed once"): a
-                        // restarted request whose body already went to the origin fails rather
-                        // than send the origin the same request without its body.
-                        None if had_body => {
-                            let detail = "the request body was already sent to the origin once; \
-                                          a restarted request cannot send it again";
-                            break Step::Synth(503, Some(detail.to_string()));
-                        }
-                        None => fetch::empty_body(),
+                    let outgoing = match once(&mut body, had_body, shared) {
+                        Ok(outgoing) => outgoing,
+                        Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
                     let response = fetch::pass(shared, version, route, client, &session.req, outgoing).await;
                     break Step::Served(response, CacheState::Pass);
+                }
+                Action::Pipe => {
+                    let mut bereq = pipe::backend_request(&session.req, client.ip());
+                    if program.has_sub(Sub::Pipe) {
+                        session.bereq = Some(bereq);
+                        let decided = program.run(Sub::Pipe, &mut session);
+                        bereq = session.bereq.take().expect("set above");
+                        if decided != Action::Pipe {
+                            action = decided;
+                            continue;
+                        }
+                    }
+                    let route = Route::pick(version, session.backend_hint);
+                    let outgoing = match once(&mut body, had_body, shared) {
+                        Ok(outgoing) => outgoing,
+                        Err(detail) => break Step::Synth(503, Some(detail.to_string())),
+                    };
+                    let (response, state) = piped(shared, route, &mut session.req, bereq, outgoing).await;
+                    // As Varnish: a pipe's answer is the origin's, vcl_deliver does not see it.
+                    break Step::Piped(response, state);
                 }
                 Action::Purge => {
                     let key = vcl_key(program, &mut session);
@@ -553,6 +593,7 @@ async fn vcl_route(
             Step::Served(response, state) => {
                 vcl_deliver(program, &mut session, response, state, status_header)
             }
+            Step::Piped(response, state) => Deliver::Done(response, state),
             Step::Restart => Deliver::Restart,
             Step::Synth(status, reason) => vcl_synth(program, &mut session, status, reason, status_header),
             Step::PluginAnswered => plugin_answered(&mut session, status_header),
@@ -594,9 +635,23 @@ fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
     CacheKey::from_hash_data(&session.hash)
 }
 
+/// The client's body for the origin, which it can get once: as Varnish ("Uncached req.body
+/// can only be consumed once"), a restarted request whose body already went to the origin
+/// fails rather than send the origin the same request without its body.
+fn once(body: &mut Option<Incoming>, had_body: bool, shared: &Shared) -> Result<OutgoingBody, &'static str> {
+    match body.take() {
+        Some(body) => Ok(streamed(body, shared.body_timeout)),
+        None if had_body => Err("the request body was already sent to the origin once; \
+                                 a restarted request cannot send it again"),
+        None => Ok(fetch::empty_body()),
+    }
+}
+
 /// Where a client request's VCL steps led before delivery.
 enum Step {
     Served(Response<ProxyBody>, CacheState),
+    /// `return (pipe)`: the origin's answer, sent as it is.
+    Piped(Response<ProxyBody>, CacheState),
     /// `vcl_synth` with this status and reason.
     Synth(u16, Option<String>),
     Restart,

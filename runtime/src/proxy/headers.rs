@@ -96,13 +96,15 @@ pub struct NamesEndToEnd(HeaderName);
 /// mobile` must be the origin's answer with that field). A request naming a well-known
 /// end-to-end field is refused, as Varnish 7's `http_DoConnection` refuses it (400): `Host`
 /// stripped before the fetch would store the origin's default site under the client's host.
+/// `Upgrade` stays: whether to pipe is decided on it (`req.http.upgrade` in `vcl_recv`), and
+/// [`strip_hop_by_hop`] keeps it from every request that is not piped.
 pub fn take_connection_options(headers: &mut HeaderMap) -> Result<(), NamesEndToEnd> {
     let named = connection_options(headers);
     if let Some(refused) = named.iter().find(|name| END_TO_END.contains(name)) {
         return Err(NamesEndToEnd(refused.clone()));
     }
     for name in &named {
-        if name != header::CONNECTION {
+        if name != header::CONNECTION && name != header::UPGRADE {
             headers.remove(name);
         }
     }

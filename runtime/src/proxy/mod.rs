@@ -7,16 +7,19 @@
 //! its body has started (a body broken from the start becomes a 502). `request_checks` holds
 //! what a client request must satisfy before anything else sees it (its refusals carry their
 //! 4xx/5xx);
-//! `h2_accounting` counts a request's origin fetches for the server's HTTP/2 caps.
+//! `h2_accounting` counts a request's origin fetches for the server's HTTP/2 caps; `pipe`
+//! tunnels piped requests and WebSocket upgrades to the origin.
 
 mod access_log;
 mod attempts;
 mod bans;
+mod client_tls;
 mod commit;
 mod driver;
 mod fetch;
 mod h2_accounting;
 mod headers;
+mod pipe;
 mod plugins;
 mod request_checks;
 mod respond;
@@ -45,6 +48,7 @@ use crate::stats::Stats;
 use crate::version::Version;
 use bans::BanList;
 
+pub(crate) use client_tls::ClientTls;
 pub(crate) use driver::handle;
 #[cfg(test)]
 pub(crate) use h2_accounting::origin_fetch_started;
@@ -69,6 +73,11 @@ pub(crate) struct Shared {
     pub coalesce_wait: Duration,
     /// `--body-timeout`: the longest silence within a client's request body.
     pub body_timeout: Duration,
+    /// `--pipe-timeout`: the longest silence, both ways, of a pipe's tunnel.
+    pub pipe_timeout: Duration,
+    /// `--max-pipes`, and a permit per pipe open.
+    pub max_pipes: usize,
+    pub pipes: Arc<tokio::sync::Semaphore>,
     /// `--max-header-size`, `--max-request-head`.
     pub request_limits: crate::config::RequestLimits,
     pub purge_allow: Vec<IpNet>,
@@ -102,6 +111,9 @@ impl Shared {
             finish_abandoned_fills: config.finish_abandoned_fills,
             coalesce_wait: config.coalesce_wait,
             body_timeout: config.client_timeouts.body,
+            pipe_timeout: config.pipe_timeout,
+            max_pipes: config.max_pipes,
+            pipes: Arc::new(tokio::sync::Semaphore::new(config.max_pipes)),
             request_limits: config.request_limits,
             purge_allow: config.purge_allow.clone(),
             invalidate_on_unsafe: config.invalidate_on_unsafe,

@@ -1,6 +1,6 @@
 //! The runtime's side of the policy seam: request state exposed to a compiled VCL program
 //! through `policy_lang::Context`, one implementation for the client side (`vcl_recv` …
-//! `vcl_deliver`, `vcl_synth`) and one for the backend side (`vcl_backend_fetch`,
+//! `vcl_deliver`, `vcl_synth`, `vcl_pipe`) and one for the backend side (`vcl_backend_fetch`,
 //! `vcl_backend_response`).
 
 use std::borrow::Cow;
@@ -118,6 +118,8 @@ pub(super) struct ClientSession {
     pub synthetic: Option<String>,
     pub bans: Vec<BanExpr>,
     pub plugins: PluginCalls,
+    /// The request a pipe opens with, in `vcl_pipe`.
+    pub bereq: Option<Parts>,
     /// For `std.healthy(...)`: the version's backends.
     version: Arc<crate::version::Version>,
 }
@@ -142,6 +144,7 @@ impl ClientSession {
             synthetic: None,
             bans: Vec::new(),
             plugins: PluginCalls::default(),
+            bereq: None,
             version: version.clone(),
         }
     }
@@ -186,12 +189,26 @@ impl Context for ClientSession {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64()),
             ),
+            Var::BereqUrl => self.bereq.as_ref().map_or(Value::Unset, |bereq| {
+                Value::str(bereq.uri.path_and_query().map_or("/", |pq| pq.as_str()))
+            }),
+            Var::BereqMethod => self
+                .bereq
+                .as_ref()
+                .map_or(Value::Unset, |bereq| Value::str(bereq.method.as_str())),
             _ => Value::Unset,
         }
     }
 
     fn set(&mut self, var: Var, value: Value<'static>) {
         match var {
+            Var::BereqUrl | Var::BereqMethod if self.bereq.is_some() => {
+                let bereq = self.bereq.as_mut().expect("checked");
+                match var {
+                    Var::BereqUrl => set_url(&mut bereq.uri, &value),
+                    _ => set_method(&mut bereq.method, &value),
+                }
+            }
             Var::ReqUrl => set_url(&mut self.req.uri, &value),
             Var::ReqMethod => set_method(&mut self.req.method, &value),
             Var::ReqHashAlwaysMiss => self.hash_always_miss = value.truthy(),
@@ -227,6 +244,7 @@ impl Context for ClientSession {
             Scope::Req => read_header(&self.req.headers, name),
             Scope::Resp => read_header(&self.resp.as_ref()?.headers, name),
             Scope::Obj => read_header(&self.obj.as_ref()?.head.headers, name),
+            Scope::Bereq => read_header(&self.bereq.as_ref()?.headers, name),
             _ => None,
         }
     }
@@ -237,6 +255,11 @@ impl Context for ClientSession {
             Scope::Resp => {
                 if let Some(resp) = self.resp.as_mut() {
                     write_header(&mut resp.headers, name, value);
+                }
+            }
+            Scope::Bereq => {
+                if let Some(bereq) = self.bereq.as_mut() {
+                    write_header(&mut bereq.headers, name, value);
                 }
             }
             _ => {}
@@ -251,6 +274,11 @@ impl Context for ClientSession {
             Scope::Resp => {
                 if let Some(resp) = self.resp.as_mut() {
                     resp.headers.remove(name);
+                }
+            }
+            Scope::Bereq => {
+                if let Some(bereq) = self.bereq.as_mut() {
+                    bereq.headers.remove(name);
                 }
             }
             _ => {}

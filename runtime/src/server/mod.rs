@@ -7,7 +7,9 @@
 mod first_line;
 mod h2_guard;
 mod limits;
+mod proxy_protocol;
 mod timeouts;
+mod tls;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -19,17 +21,20 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::ConnectionAddresses;
 use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits};
-use crate::proxy::{self, Shared};
+use crate::proxy::{self, ClientTls, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
 use limits::{ConnectionCap, Occasional};
+use proxy_protocol::ProxyListener;
 use timeouts::{Activity, Answering, Watched};
+pub(crate) use tls::Terminator;
 
 /// What the listeners enforce on client connections, from [`Config`].
 pub(crate) struct Options {
@@ -39,16 +44,19 @@ pub(crate) struct Options {
     pub max_connections: usize,
     pub request_limits: RequestLimits,
     pub h2_limits: H2Limits,
+    /// TLS for the `,tls` listeners; `None` when no listener has it.
+    pub tls: Option<Arc<Terminator>>,
 }
 
 impl Options {
-    pub(crate) fn new(config: &Config) -> Options {
+    pub(crate) fn new(config: &Config, tls: Option<Arc<Terminator>>) -> Options {
         Options {
             grace: config.shutdown_grace,
             timeouts: config.client_timeouts,
             max_connections: config.max_connections,
             request_limits: config.request_limits,
             h2_limits: config.h2_limits,
+            tls,
         }
     }
 }
@@ -94,6 +102,7 @@ pub(crate) async fn serve(
                 stop: stop.clone(),
                 request_limits: options.request_limits,
                 h2_limits: options.h2_limits,
+                tls: spec.tls.then(|| options.tls.clone()).flatten(),
             },
             cap.clone(),
         ));
@@ -118,18 +127,23 @@ struct Client {
     stop: watch::Receiver<bool>,
     request_limits: RequestLimits,
     h2_limits: H2Limits,
+    /// Set on `,tls` listeners.
+    tls: Option<Arc<Terminator>>,
 }
 
-async fn accept_loop(listener: TcpListener, _spec: ListenSpec, client: Client, cap: Arc<ConnectionCap>) {
+async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, cap: Arc<ConnectionCap>) {
     let mut stop = client.stop.clone();
     let address = listener.local_addr().expect("a bound listener has an address");
+    let proxied = spec
+        .proxy_protocol
+        .then(|| Arc::new(ProxyListener::new(address, client.timeouts.header)));
     let mut accept_failures = Occasional::default();
     loop {
         let slot = tokio::select! {
             slot = cap.slot(address) => slot,
             _ = stop.changed() => return,
         };
-        let (stream, peer) = tokio::select! {
+        let (mut stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -151,15 +165,41 @@ async fn accept_loop(listener: TcpListener, _spec: ListenSpec, client: Client, c
         };
         let _ = stream.set_nodelay(true);
         let client = client.clone();
+        let server = stream.local_addr().unwrap_or(address);
+        let proxied = proxied.clone();
         tokio::spawn(async move {
-            serve_client(stream, peer, client).await;
+            // Before TLS and HTTP: the load balancer's header comes first on the wire.
+            let (peer, server) = match proxied {
+                Some(proxied) => match proxied.accept(&mut stream, peer, server).await {
+                    Some(addresses) => addresses,
+                    None => return,
+                },
+                None => (peer, server),
+            };
+            match client.tls.clone() {
+                None => serve_client(stream, peer, server, client, None).await,
+                Some(terminator) => {
+                    if let Some((stream, tls)) = terminator.accept(stream, peer).await {
+                        serve_client(stream, peer, server, client, Some(Arc::new(tls))).await;
+                    }
+                }
+            }
             drop(slot);
         });
     }
 }
 
 /// Serves one connection until the client closes it, a timeout closes it, or shutdown drains it.
-async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
+/// `stream` is the TCP connection, or TLS over it (`tls` says what was negotiated).
+async fn serve_client<S>(
+    stream: S,
+    peer: SocketAddr,
+    server: SocketAddr,
+    client: Client,
+    tls: Option<Arc<ClientTls>>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Client {
         shared,
         builder,
@@ -167,21 +207,22 @@ async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
         mut stop,
         request_limits,
         h2_limits,
+        tls: _,
     } = client;
     let activity = Activity::new();
     let requests = activity.clone();
     let guard = ConnectionGuard::new(h2_limits, peer);
     let streams = guard.clone();
     // For the PROXY header of backends with `.proxy_header` (the origin learns the client).
-    let addresses = ConnectionAddresses {
-        client: peer,
-        server: stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
-    };
+    let addresses = ConnectionAddresses { client: peer, server };
     let service = service_fn(move |mut request: Request<Incoming>| {
         let shared = shared.clone();
         let streams = streams.clone();
         let in_flight = requests.request_started(request.version());
         request.extensions_mut().insert(addresses);
+        if let Some(tls) = &tls {
+            request.extensions_mut().insert(tls.clone());
+        }
         async move {
             let version = request.version();
             let response = h2_guard::serve(&streams, version, proxy::handle(shared, peer, request)).await;
@@ -190,7 +231,8 @@ async fn serve_client(stream: TcpStream, peer: SocketAddr, client: Client) {
     });
     let watched = Watched::new(stream, activity.clone());
     let io = TokioIo::new(FirstLine::new(watched, request_limits.max_header_size));
-    let connection = builder.serve_connection(io, service);
+    // With upgrades: a piped WebSocket's `101` hands the connection to `proxy::pipe`.
+    let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);
     let mut stopping = false;
     // After an HTTP/2 GOAWAY for idleness: when to stop waiting for the client to close.

@@ -1,0 +1,165 @@
+//! Requests that take an origin connection for themselves (`return (pipe)`, WebSocket
+//! upgrades): a fresh connection, never taken from or returned to the pool, so the bytes that
+//! follow the exchange (a tunnel) reach only the origin that answered it.
+
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::admission::InFlight;
+use super::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
+
+/// The origin's answer to a piped request, on a connection no other request uses. It counts
+/// in the backend's in-flight requests (and `.max_connections`) until its body ends or, for a
+/// `101`, until the tunnel closes.
+pub struct Piped {
+    response: Response<Incoming>,
+    in_flight: InFlight,
+    between_bytes: Duration,
+    backend: String,
+}
+
+/// The origin's side of an upgraded connection, holding its in-flight slot while open.
+pub struct OriginTunnel {
+    pub io: TokioIo<Upgraded>,
+    _in_flight: InFlight,
+}
+
+impl Piped {
+    pub fn status(&self) -> StatusCode {
+        self.response.status()
+    }
+
+    /// The answer relayed as an ordinary response; its body has the between-bytes timeout.
+    pub fn into_response(self) -> Response<TimedBody> {
+        let Piped {
+            response,
+            in_flight,
+            between_bytes,
+            backend,
+        } = self;
+        response.map(|body| TimedBody::new(body, between_bytes, backend, in_flight))
+    }
+
+    /// A `101 Switching Protocols`: its head, and the connection once hyper hands it over.
+    pub fn into_upgrade(
+        mut self,
+    ) -> (
+        http::response::Parts,
+        impl std::future::Future<Output = Result<OriginTunnel, hyper::Error>> + Send,
+    ) {
+        let upgrade = hyper::upgrade::on(&mut self.response);
+        let (head, _) = self.response.into_parts();
+        let in_flight = self.in_flight;
+        let tunnel = async move {
+            let io = TokioIo::new(upgrade.await?);
+            Ok(OriginTunnel {
+                io,
+                _in_flight: in_flight,
+            })
+        };
+        (head, tunnel)
+    }
+}
+
+impl Backend {
+    /// Sends `request` on a new connection of its own and waits for the response head, with
+    /// the connect and first-byte timeouts; the connection is never pooled. Refused at once
+    /// past `.max_connections`, as [`Backend::send`].
+    pub async fn pipe(&self, mut request: Request<OutgoingBody>) -> Result<Piped, BackendError> {
+        let inner = &*self.inner;
+        let target = request
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        *request.uri_mut() = Uri::from(target);
+        *request.version_mut() = http::Version::HTTP_11;
+        super::frame_as_sent(&mut request);
+        let host = inner
+            .host_header
+            .clone()
+            .or_else(|| http::HeaderValue::from_str(inner.authority.as_str()).ok());
+        if let Some(host) = host {
+            request.headers_mut().entry(http::header::HOST).or_insert(host);
+        }
+        let in_flight = InFlight::try_enter(&inner.stats, inner.options.max_connections).map_err(|max| {
+            inner
+                .stats
+                .refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            BackendError::new(
+                self,
+                Stage::Connect,
+                FailureKind::Down,
+                format!("max_connections ({max}) reached"),
+            )
+        })?;
+        inner
+            .stats
+            .fetches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let timeouts = inner.options.timeouts;
+        let stream = match tokio::time::timeout(
+            timeouts.connect,
+            TcpStream::connect(inner.authority.as_str()),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                return Err(self.failed(BackendError::new(
+                    self,
+                    Stage::Connect,
+                    FailureKind::Down,
+                    error.to_string(),
+                )))
+            }
+            Err(_) => {
+                let error =
+                    BackendError::new(self, Stage::Connect, FailureKind::Timeout, "connect timed out");
+                return Err(self.failed(error));
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let exchange = async {
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(async move {
+                if let Err(error) = connection.with_upgrades().await {
+                    tracing::debug!(%error, "piped origin connection ended with an error");
+                }
+            });
+            sender.send_request(request).await
+        };
+        let response = match tokio::time::timeout(timeouts.first_byte, exchange).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) => {
+                let error = BackendError::from_exchange(self, &error);
+                return Err(match error.kind {
+                    FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => error,
+                    _ => self.failed(error),
+                });
+            }
+            Err(_) => {
+                let error = BackendError::new(
+                    self,
+                    Stage::FirstByte,
+                    FailureKind::Timeout,
+                    "no response head in time",
+                );
+                return Err(self.failed(error));
+            }
+        };
+        Ok(Piped {
+            response,
+            in_flight,
+            between_bytes: timeouts.between_bytes,
+            backend: inner.name.clone(),
+        })
+    }
+}

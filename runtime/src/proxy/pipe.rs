@@ -1,0 +1,237 @@
+//! Pipes, as Varnish's pipe mode: the request goes to the origin on a connection of its own
+//! ([`Backend::pipe`]), and what follows is the origin's business. A WebSocket handshake
+//! (RFC 6455: `Upgrade` over HTTP/1.1) that the origin accepts with `101` turns both
+//! connections into a tunnel, bytes copied both ways until one side closes or neither sends
+//! for `--pipe-timeout`. A piped request without `Upgrade` (`return (pipe)` for a custom
+//! method) gets the origin's answer relayed, and its client connection closes after it: hyper
+//! hands a server connection over only after a `101`, so that answer goes through its framing
+//! rather than as raw bytes. Nothing piped is ever cached; pipes are capped by `--max-pipes`.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use hyper::upgrade::OnUpgrade;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::{headers, synth, Shared};
+use crate::backend::{Backend, OutgoingBody, Piped};
+use crate::cache::body::ProxyBody;
+use crate::cache::state::CacheState;
+use crate::stats::Stats;
+
+/// Bytes read from one side before they are written to the other.
+const COPY_BUFFER: usize = 16 * 1024;
+
+/// Whether the request is a WebSocket handshake (`Upgrade: websocket`, any case), which the
+/// builtin behaviour pipes.
+pub(super) fn is_websocket_upgrade(request: &Parts) -> bool {
+    request
+        .headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|protocol| protocol.trim().to_ascii_lowercase().starts_with("websocket"))
+}
+
+/// The request a pipe opens with (`bereq` in `vcl_pipe`): the client's, hop-by-hop fields
+/// removed and `X-Forwarded-For` and `Via` added; an `Upgrade` is sent on with `Connection:
+/// upgrade`, anything else with `Connection: close` (as Varnish), so the origin does not wait
+/// for a next request on a connection that ends with this one.
+pub(super) fn backend_request(request: &Parts, client: IpAddr) -> Parts {
+    let (mut bereq, ()) = Request::new(()).into_parts();
+    bereq.method = request.method.clone();
+    bereq.uri = request.uri.clone();
+    bereq.version = request.version;
+    bereq.headers = request.headers.clone();
+    let upgrade = bereq.headers.get(header::UPGRADE).cloned();
+    headers::strip_hop_by_hop(&mut bereq.headers);
+    if !bereq.headers.contains_key(header::HOST) {
+        if let Some(host) = request
+            .uri
+            .authority()
+            .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
+        {
+            bereq.headers.insert(header::HOST, host);
+        }
+    }
+    headers::append_forwarded_for(&mut bereq.headers, client);
+    headers::append_via(&mut bereq.headers, request.version);
+    match upgrade {
+        Some(protocol) => {
+            bereq.headers.insert(header::UPGRADE, protocol);
+            bereq
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        }
+        None => {
+            bereq
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+    }
+    bereq
+}
+
+/// Sends `bereq` to `backend` on a connection of its own and answers the client: the origin's
+/// `101` followed by a tunnel when the client asked to upgrade (`client_upgrade`), else the
+/// origin's response, after which the client's connection closes.
+pub(super) async fn pipe(
+    shared: &Arc<Shared>,
+    backend: &Backend,
+    bereq: Parts,
+    client_upgrade: Option<OnUpgrade>,
+    body: OutgoingBody,
+) -> (Response<ProxyBody>, CacheState) {
+    let Ok(permit) = shared.pipes.clone().try_acquire_owned() else {
+        shared.stats.pipes_refused.fetch_add(1, Ordering::Relaxed);
+        let detail = format!("max_pipes ({}) pipes are open", shared.max_pipes);
+        tracing::warn!("pipe refused: {detail}");
+        return (
+            synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail),
+            CacheState::Synth,
+        );
+    };
+    let version = bereq.version;
+    let piped = match backend.pipe(Request::from_parts(bereq, body)).await {
+        Ok(piped) => piped,
+        Err(error) => {
+            tracing::warn!(backend = %error.backend, address = %error.address, "pipe: {error}");
+            return (synth::backend_failure(&error), CacheState::Synth);
+        }
+    };
+    let response = match (piped.status(), client_upgrade) {
+        (StatusCode::SWITCHING_PROTOCOLS, Some(client)) => {
+            tunnel_after_101(piped, client, shared.pipe_timeout, shared.stats.clone(), permit)
+        }
+        (StatusCode::SWITCHING_PROTOCOLS, None) => {
+            let detail = format!(
+                "backend {} switched protocols for a request that did not ask to upgrade",
+                backend.name()
+            );
+            tracing::warn!("{detail}");
+            return (synth::plain(StatusCode::BAD_GATEWAY, &detail), CacheState::Synth);
+        }
+        (_, _) => {
+            drop(permit);
+            relay_and_close(piped, version)
+        }
+    };
+    (response, CacheState::Pipe)
+}
+
+/// The origin's `101` for the client, and a task that copies bytes both ways once hyper has
+/// handed over both connections.
+fn tunnel_after_101(
+    piped: Piped,
+    client: OnUpgrade,
+    idle: Duration,
+    stats: Arc<Stats>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Response<ProxyBody> {
+    let (mut head, origin) = piped.into_upgrade();
+    head.headers.remove(header::CONTENT_LENGTH);
+    head.headers.remove(header::TRANSFER_ENCODING);
+    tokio::spawn(async move {
+        let _permit = permit;
+        let (client, origin) = match tokio::join!(client, origin) {
+            (Ok(client), Ok(origin)) => (hyper_util::rt::TokioIo::new(client), origin),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::debug!(%error, "pipe not opened: an upgrade did not complete");
+                return;
+            }
+        };
+        let ended = copy_both_ways(client, origin.io, idle, &stats).await;
+        tracing::debug!(bytes = ended.bytes, "pipe closed: {}", ended.why);
+    });
+    Response::from_parts(head, ProxyBody::empty())
+}
+
+/// A piped answer that is not a `101`, relayed as the origin framed it; the client connection
+/// is not used for another request afterwards.
+fn relay_and_close(piped: Piped, version: http::Version) -> Response<ProxyBody> {
+    let (mut head, body) = piped.into_response().into_parts();
+    headers::strip_hop_by_hop(&mut head.headers);
+    headers::append_via(&mut head.headers, head.version);
+    // HTTP/2 has no `Connection`: a stream ends with its response anyway.
+    if version < http::Version::HTTP_2 {
+        head.headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    Response::from_parts(head, ProxyBody::stream(body))
+}
+
+/// How a tunnel ended.
+struct Ended {
+    bytes: u64,
+    why: &'static str,
+}
+
+/// Copies bytes between `client` and `origin` until both have closed their sending side, or
+/// neither sent anything for `idle` (Varnish's `pipe_timeout`). A side that closes has its
+/// close passed on (a write shutdown) while the other may still send. Every copied byte is
+/// counted in `pipe_bytes` as it goes, so `/metrics` sees long-lived tunnels.
+async fn copy_both_ways<C, O>(client: C, origin: O, idle: Duration, stats: &Stats) -> Ended
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    O: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut client_in, mut client_out) = tokio::io::split(client);
+    let (mut origin_in, mut origin_out) = tokio::io::split(origin);
+    let mut from_client = vec![0; COPY_BUFFER];
+    let mut from_origin = vec![0; COPY_BUFFER];
+    let (mut client_open, mut origin_open) = (true, true);
+    let mut bytes = 0u64;
+    let why = loop {
+        if !client_open && !origin_open {
+            break "both sides closed";
+        }
+        // Each pass waits afresh: the timeout counts silence since the last byte either way.
+        let copied = tokio::select! {
+            read = client_in.read(&mut from_client), if client_open => {
+                forward(read, &from_client, &mut origin_out, &mut client_open, idle).await
+            }
+            read = origin_in.read(&mut from_origin), if origin_open => {
+                forward(read, &from_origin, &mut client_out, &mut origin_open, idle).await
+            }
+            _ = tokio::time::sleep(idle) => break "idle past pipe_timeout",
+        };
+        match copied {
+            Ok(n) => {
+                bytes += n as u64;
+                stats.pipe_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(why) => break why,
+        }
+    };
+    Ended { bytes, why }
+}
+
+/// Writes what one side sent to the other; on its end of stream, shuts the other's sending
+/// side down. Returns the bytes written, or why the tunnel must close.
+async fn forward<W: AsyncWrite + Unpin>(
+    read: std::io::Result<usize>,
+    buffer: &[u8],
+    to: &mut W,
+    open: &mut bool,
+    idle: Duration,
+) -> Result<usize, &'static str> {
+    match read {
+        Ok(0) => {
+            *open = false;
+            let _ = to.shutdown().await;
+            Ok(0)
+        }
+        Ok(n) => match tokio::time::timeout(idle, to.write_all(&buffer[..n])).await {
+            Ok(Ok(())) => Ok(n),
+            Ok(Err(_)) => Err("a side stopped reading (write failed)"),
+            Err(_) => Err("a side read nothing for pipe_timeout"),
+        },
+        Err(_) => Err("a side failed (read error)"),
+    }
+}
