@@ -63,6 +63,9 @@ pub enum StartError {
     Runtime(std::io::Error),
     #[error("admin API: {0}")]
     Admin(String),
+    /// A TLS certificate or key that does not load; the message names the file.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// A snapshot of cache occupancy.
@@ -85,6 +88,8 @@ pub struct Running {
     listen_addrs: Vec<SocketAddr>,
     shared: Arc<proxy::Shared>,
     reloader: Arc<reload::Reloader>,
+    /// TLS termination, when a listener has `,tls`.
+    tls: Option<Arc<server::Terminator>>,
     admin_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     done: JoinHandle<()>,
@@ -126,6 +131,20 @@ impl Running {
         self.reloader.reload(Trigger::Api).await
     }
 
+    /// Reads the TLS certificate files again now and swaps them in if every pair loaded (as the
+    /// watcher, SIGHUP and `POST /reload` do). The error names the file; the previous
+    /// certificates keep serving. Without a `,tls` listener there is nothing to do.
+    pub async fn reload_certificates(&self) -> Result<(), String> {
+        let Some(tls) = &self.tls else {
+            return Ok(());
+        };
+        let certificates = tls.certificates().clone();
+        tokio::task::spawn_blocking(move || certificates.reload(Trigger::Api.as_str()))
+            .await
+            .map_err(|error| format!("the certificate reload task failed: {error}"))?
+            .map_err(|error| error.to_string())
+    }
+
     /// How reloads went so far: counts, the active policy's hash, the last failure.
     pub fn reload_status(&self) -> ReloadStatus {
         self.reloader.status()
@@ -145,6 +164,13 @@ impl Running {
 pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
     let version = version::Version::load(&config, 1, None)?;
+    // Before the listeners open: a certificate that does not load stops the start.
+    let tls = match config.listen.iter().any(|spec| spec.tls) {
+        true => Some(Arc::new(
+            server::Terminator::new(&config.tls).map_err(|error| StartError::Tls(error.to_string()))?,
+        )),
+        false => None,
+    };
     let listeners = server::bind(&config.listen)
         .await
         .map_err(|(address, source)| StartError::Bind { address, source })?;
@@ -156,7 +182,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // Request durations for /metrics; the proxy records into it (see admin::metrics).
     let latency = admin::metrics::RequestLatency::default();
     let shared = Arc::new(proxy::Shared::new(&config, version, latency.clone()));
-    let reloader = Arc::new(reload::Reloader::new(&config, shared.clone()));
+    let mut reloader = reload::Reloader::new(&config, shared.clone());
+    if let Some(tls) = &tls {
+        let certificates = tls.certificates().clone();
+        // The outcome is logged; a failure keeps the old certificates.
+        reloader.also_reload(move |trigger| {
+            let _ = certificates.reload(trigger.as_str());
+        });
+    }
+    let reloader = Arc::new(reloader);
     let (stop, stopped) = watch::channel(false);
     let mut tasks = vec![admin::spawn_ban_trimmer(shared.clone(), stopped.clone())];
     let mut watching = false;
@@ -168,6 +202,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             }
             Err(error) => {
                 tracing::error!(%error, "policy files are not watched; reload with SIGHUP or POST /reload")
+            }
+        }
+    }
+    if let (true, Some(tls)) = (config.watch_policy, &tls) {
+        match reload::spawn_watcher(tls.certificates().clone(), stopped.clone()) {
+            Ok(task) => tasks.push(task),
+            Err(error) => {
+                tracing::error!(%error, "TLS certificates are not watched; reload with SIGHUP or POST /reload")
             }
         }
     }
@@ -196,12 +238,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         listeners,
         shared.clone(),
         stopped,
-        server::Options::new(&config),
+        server::Options::new(&config, tls.clone()),
     ));
     Ok(Running {
         listen_addrs,
         shared,
         reloader,
+        tls,
         admin_addr,
         stop,
         done,

@@ -16,6 +16,8 @@ pub struct AccessRecord<'a> {
     pub duration: Duration,
     pub backend: Option<&'a str>,
     pub client: std::net::IpAddr,
+    /// The TLS version of the client connection (`TLSv1.3`); `None` for plain HTTP.
+    pub tls: Option<&'static str>,
 }
 
 pub fn record(entry: AccessRecord<'_>) {
@@ -29,5 +31,6 @@ pub fn record(entry: AccessRecord<'_>) {
         bytes = entry.bytes,
         duration_us = entry.duration.as_micros() as u64,
         backend = entry.backend.unwrap_or("-"),
+        tls = entry.tls.unwrap_or("-"),
     );
 }

@@ -28,7 +28,7 @@ use crate::proxy::Shared;
 use crate::version::Version;
 use crate::StartError;
 
-pub(crate) use watch::spawn as spawn_watcher;
+pub(crate) use watch::{spawn as spawn_watcher, Watchable};
 
 /// What asked for a reload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,9 @@ pub(crate) struct Reloader {
     shared: Arc<Shared>,
     one_at_a_time: tokio::sync::Mutex<()>,
     state: parking_lot::Mutex<State>,
+    /// Also run on a reload that is not the policy watcher's (SIGHUP, `POST /reload`, the
+    /// API): reading the TLS certificates again. Blocking; logs its own outcome.
+    also: Option<Arc<dyn Fn(Trigger) + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -127,7 +130,13 @@ impl Reloader {
                 },
                 attempted: fingerprint,
             }),
+            also: None,
         }
+    }
+
+    /// Runs `also` on every reload but the policy watcher's.
+    pub fn also_reload(&mut self, also: impl Fn(Trigger) + Send + Sync + 'static) {
+        self.also = Some(Arc::new(also));
     }
 
     /// Loads the configuration again and swaps it in if it loaded. Returns the new generation,
@@ -138,7 +147,11 @@ impl Reloader {
         let config = self.config.clone();
         let generation = active.generation + 1;
         let started = std::time::Instant::now();
+        let also = self.also.clone().filter(|_| trigger != Trigger::Watch);
         let loaded = tokio::task::spawn_blocking(move || {
+            if let Some(also) = also {
+                also(trigger);
+            }
             let files = watched_files(&config, &active);
             let before = fingerprint(&files);
             let loaded = Version::load(&config, generation, Some(&active)).map(|version| {
@@ -229,6 +242,25 @@ impl Reloader {
     }
 }
 
+impl Watchable for Reloader {
+    fn what(&self) -> &'static str {
+        "policy"
+    }
+
+    fn watched_files(&self) -> Vec<PathBuf> {
+        Reloader::watched_files(self)
+    }
+
+    fn worth_trying(&self) -> bool {
+        Reloader::worth_trying(self)
+    }
+
+    async fn changed(self: Arc<Self>) {
+        // A failure is logged and recorded by the reloader; the old version serves on.
+        let _ = self.reload(Trigger::Watch).await;
+    }
+}
+
 /// The files a version was read from: the entry first, then its includes.
 fn watched_files(config: &Config, version: &Version) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = config.policy.iter().cloned().collect();
@@ -243,7 +275,7 @@ fn watched_files(config: &Config, version: &Version) -> Vec<PathBuf> {
 
 /// sha256 over each file's path and contents (a missing file, or one that is not a regular
 /// file, hashes as missing: a FIFO or a device would block or never end).
-fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
+pub(crate) fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     for file in files {
         hasher.update(file.as_os_str().as_encoded_bytes());

@@ -1,4 +1,5 @@
-//! The file watcher: notices edits of the policy and its includes and asks for a reload.
+//! The file watcher: notices edits of the policy and its includes (or of TLS certificates, see
+//! [`Watchable`]) and asks for a reload.
 //!
 //! Editors and deployment tools replace files in different ways, and a watch on the file itself
 //! (its inode) misses most of them: vim and `sed -i` write a new file and rename it over the old
@@ -12,14 +13,16 @@
 //!   path is `current/policy.vcl`).
 //!
 //! An event counts when it names one of those files or symlinks, or a `..`-prefixed entry (the
-//! ConfigMap writer's `..data`, `..data_tmp`, `..2024_...`); reads (our own included) never
-//! count. Events are debounced: after the first one the watcher waits until 150 ms pass without
+//! ConfigMap writer's `..data`, `..data_tmp`, `..2024_...`), or any entry of a directory
+//! watched whole (a certificate directory, where a new file matters); reads (our own included)
+//! never count. Events are debounced: after the first one the watcher waits until 150 ms pass without
 //! another (at most 1 s after the first), then fingerprints the files and reloads only if they
 //! changed since the last attempt (or the last attempt failed). After every check the watched
 //! set is computed again from the active version, since includes and symlinks may have changed.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +33,22 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{Reloader, Trigger};
+/// What a watcher watches, and what it does when the files change.
+pub(crate) trait Watchable: Send + Sync + 'static {
+    /// What the files are, for log lines ("policy", "TLS certificate").
+    fn what(&self) -> &'static str;
+    /// The files as the active version read them.
+    fn watched_files(&self) -> Vec<PathBuf>;
+    /// Directories in which every entry counts.
+    fn watched_dirs(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+    /// Whether the files differ from what the last attempt read, or it failed. Reads the files:
+    /// called on a blocking thread.
+    fn worth_trying(&self) -> bool;
+    /// Loads the files again; a failure is logged and the old version keeps serving.
+    fn changed(self: Arc<Self>) -> impl Future<Output = ()> + Send;
+}
 
 /// Quiet time that ends a burst of events.
 const QUIET: Duration = Duration::from_millis(150);
@@ -38,8 +56,8 @@ const QUIET: Duration = Duration::from_millis(150);
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// Starts watching the active version's files; the task ends when `stopped` turns true.
-pub(crate) fn spawn(
-    reloader: Arc<Reloader>,
+pub(crate) fn spawn<T: Watchable>(
+    target: Arc<T>,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, String> {
     let (events, mut received) = mpsc::unbounded_channel::<notify::Result<Event>>();
@@ -49,10 +67,12 @@ pub(crate) fn spawn(
     .map_err(|error| format!("cannot start the file watcher: {error}"))?;
     let mut watched = Watched {
         watcher,
+        what: target.what(),
         dirs: HashSet::new(),
         names: HashSet::new(),
+        whole_dirs: HashSet::new(),
     };
-    watched.update(&reloader.watched_files());
+    watched.update(&target.watched_files(), &target.watched_dirs());
     Ok(tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -78,16 +98,14 @@ pub(crate) fn spawn(
             if *stopped.borrow() {
                 return;
             }
-            let check = reloader.clone();
+            let check = target.clone();
             let worth_trying = tokio::task::spawn_blocking(move || check.worth_trying())
                 .await
                 .unwrap_or(true);
             if worth_trying {
-                // A failure is logged and recorded by the reloader; the old version serves on.
-                let _ = reloader.reload(Trigger::Watch).await;
+                target.clone().changed().await;
             }
-            let files = reloader.watched_files();
-            watched.update(&files);
+            watched.update(&target.watched_files(), &target.watched_dirs());
         }
     }))
 }
@@ -95,14 +113,21 @@ pub(crate) fn spawn(
 /// The directories under watch and the entry names that matter in them.
 struct Watched {
     watcher: RecommendedWatcher,
+    what: &'static str,
     dirs: HashSet<PathBuf>,
     names: HashSet<OsString>,
+    /// Directories whose every entry counts.
+    whole_dirs: HashSet<PathBuf>,
 }
 
 impl Watched {
-    /// Watches what `files` need, and stops watching what they no longer need.
-    fn update(&mut self, files: &[PathBuf]) {
-        let mut dirs = HashSet::new();
+    /// Watches what `files` and `whole_dirs` need, and stops watching what they no longer need.
+    fn update(&mut self, files: &[PathBuf], whole_dirs: &[PathBuf]) {
+        let whole_dirs: HashSet<PathBuf> = whole_dirs
+            .iter()
+            .filter_map(|dir| std::path::absolute(dir).ok())
+            .collect();
+        let mut dirs = whole_dirs.clone();
         let mut names = HashSet::new();
         for file in files {
             let Ok(path) = std::path::absolute(file) else {
@@ -124,19 +149,20 @@ impl Watched {
         }
         for dir in dirs.difference(&self.dirs) {
             if let Err(error) = self.watcher.watch(dir, RecursiveMode::NonRecursive) {
-                tracing::warn!(dir = %dir.display(), %error, "cannot watch a policy directory");
+                tracing::warn!(dir = %dir.display(), %error, "cannot watch a {} directory", self.what);
             }
         }
         self.dirs = dirs;
         self.names = names;
+        self.whole_dirs = whole_dirs;
     }
 
-    /// Whether an event may have changed a policy file.
+    /// Whether an event may have changed a watched file.
     fn counts(&self, event: &notify::Result<Event>) -> bool {
         let event = match event {
             Ok(event) => event,
             Err(error) => {
-                tracing::warn!(%error, "file watcher error; checking the policy files");
+                tracing::warn!(%error, "file watcher error; checking the {} files", self.what);
                 return true;
             }
         };
@@ -148,11 +174,12 @@ impl Watched {
                 return false;
             }
         }
-        event
-            .paths
-            .iter()
-            .filter_map(|path| path.file_name())
-            .any(|name| self.names.contains(name) || name.as_encoded_bytes().starts_with(b".."))
+        event.paths.iter().any(|path| {
+            path.parent().is_some_and(|dir| self.whole_dirs.contains(dir))
+                || path.file_name().is_some_and(|name| {
+                    self.names.contains(name) || name.as_encoded_bytes().starts_with(b"..")
+                })
+        })
     }
 }
 
