@@ -186,3 +186,41 @@ sub vcl_recv { if (req.method == "TUNNEL") { return (pipe); } }
     let mut tunnel = TestContext::request("TUNNEL", "/");
     assert_eq!(p.run(Sub::Recv, &mut tunnel), Action::Pipe);
 }
+
+#[test]
+fn pcre_look_arounds_and_back_references_decide_as_in_varnish() {
+    let path = real_world_dir()
+        .join("pcre-lookarounds.vcl")
+        .display()
+        .to_string();
+    let p = load(&path, &Fs).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut tracked = TestContext::request("GET", "/p?utm_source=x&id=1&fbclid=y");
+    assert_eq!(p.run(Sub::Recv, &mut tracked), Action::Lookup);
+    assert_eq!(tracked.get_var(Var::ReqUrl), Value::Str("/p?id=1".into()));
+    // The negative look-ahead: the back office keeps its Authorization (and passes).
+    let mut admin =
+        TestContext::request("GET", "/admin-dev/index.php").header(Scope::Req, "Authorization", "x");
+    assert_eq!(p.run(Sub::Recv, &mut admin), Action::Pass);
+    let mut shop = TestContext::request("GET", "/shop/item").header(Scope::Req, "Authorization", "x");
+    assert_eq!(p.run(Sub::Recv, &mut shop), Action::Lookup);
+    // The back-reference.
+    let mut doubled = TestContext::request("GET", "/wiki/wiki/Main_Page");
+    let action = p.run(Sub::Recv, &mut doubled);
+    assert_eq!(
+        action,
+        Action::Synth {
+            status: 301,
+            reason: "Doubled path".into()
+        }
+    );
+    let mut synth = doubled.var(Var::RespStatus, Value::Int(301));
+    p.run(Sub::Synth, &mut synth);
+    assert_eq!(
+        synth.get_header(Scope::Resp, "Location").as_deref(),
+        Some("/wiki/Main_Page")
+    );
+    assert_eq!(
+        p.run(Sub::Recv, &mut TestContext::request("GET", "/wiki/w/x")),
+        Action::Lookup
+    );
+}
