@@ -434,9 +434,14 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     edgecache_runtime::logging::init(config.log_format);
+    let specs = config.listen.clone();
     match edgecache_runtime::run(config, |addresses| {
-        for address in addresses {
-            tracing::info!(%address, "listening (HTTP/1.1 and h2c)");
+        for (address, spec) in addresses.iter().zip(&specs) {
+            let speaks = match spec.tls {
+                true => "HTTP/1.1 and HTTP/2 over TLS",
+                false => "HTTP/1.1 and h2c",
+            };
+            tracing::info!(%address, proxy_protocol = spec.proxy_protocol, "listening ({speaks})");
         }
     }) {
         Ok(()) => ExitCode::SUCCESS,

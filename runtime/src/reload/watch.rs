@@ -15,8 +15,8 @@
 //! An event counts when it names one of those files or symlinks, or a `..`-prefixed entry (the
 //! ConfigMap writer's `..data`, `..data_tmp`, `..2024_...`), or any entry of a directory
 //! watched whole (a certificate directory, where a new file matters); reads (our own included)
-//! never count. Events are debounced: after the first one the watcher waits until 150 ms pass without
-//! another (at most 1 s after the first), then fingerprints the files and reloads only if they
+//! never count. Events are debounced: after the first one the watcher waits until 150 ms pass
+//! without another (at most 1 s after the first), then fingerprints the files and reloads only if they
 //! changed since the last attempt (or the last attempt failed). After every check the watched
 //! set is computed again from the active version, since includes and symlinks may have changed.
 

@@ -76,7 +76,10 @@ pub enum TlsError {
         name: String,
         problem: String,
     },
-    #[error("{}: `{name}` is not a DNS name to serve (from the file name or --tls-cert-pair)", path.display())]
+    #[error(
+        "{}: `{name}` is not a DNS name to serve (from the file name or --tls-cert-pair)",
+        path.display()
+    )]
     BadName { path: PathBuf, name: String },
     #[error("no TLS certificate to serve: {} holds no `NAME.pem` file", dir.display())]
     Empty { dir: PathBuf },
