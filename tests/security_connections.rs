@@ -379,13 +379,22 @@ async fn huge_origin() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<Dura
     (addr, reports)
 }
 
-#[tokio::test]
-async fn a_client_that_never_reads_is_closed_at_the_send_timeout() {
-    let (origin, mut origin_closed) = huge_origin().await;
-    let (_proxy, addr) = start_proxy(origin, |config| {
-        config.client_timeouts.idle_send = SECOND;
-        // Far longer: a close at ~1 s is the idle send timeout's.
-        config.client_timeouts.send = 30 * SECOND;
+/// What a download test holds: edgecache, its address, a client that asked for `/huge`, and
+/// [`huge_origin`]'s reports.
+type Download = (
+    edgecache_runtime::Running,
+    SocketAddr,
+    TcpStream,
+    tokio::sync::mpsc::UnboundedReceiver<Duration>,
+);
+
+/// edgecache with these send timeouts in front of [`huge_origin`], and a client that asked for
+/// `/huge`.
+async fn download(send: Duration, idle_send: Duration) -> Download {
+    let (origin, origin_closed) = huge_origin().await;
+    let (proxy, addr) = start_proxy(origin, |config| {
+        config.client_timeouts.send = send;
+        config.client_timeouts.idle_send = idle_send;
     })
     .await;
     let mut client = TcpStream::connect(addr).await.expect("connect");
@@ -393,6 +402,13 @@ async fn a_client_that_never_reads_is_closed_at_the_send_timeout() {
         .write_all(b"GET /huge HTTP/1.1\r\nHost: example.test\r\n\r\n")
         .await
         .unwrap();
+    (proxy, addr, client, origin_closed)
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_closed_at_the_send_timeout() {
+    // The send timeout far longer: a close at ~1 s is the idle send timeout's.
+    let (_proxy, addr, mut client, mut origin_closed) = download(30 * SECOND, SECOND).await;
     // The client reads nothing: once the socket buffers are full, no write goes through.
     let held = tokio::time::timeout(EXCHANGE_LIMIT, origin_closed.recv())
         .await
@@ -415,18 +431,8 @@ async fn a_client_that_never_reads_is_closed_at_the_send_timeout() {
 
 #[tokio::test]
 async fn a_client_reading_too_slowly_is_closed_at_the_send_timeout() {
-    let (origin, mut origin_closed) = huge_origin().await;
-    let (_proxy, addr) = start_proxy(origin, |config| {
-        config.client_timeouts.send = SECOND;
-        // Longer: every write of this client goes through well within it.
-        config.client_timeouts.idle_send = 5 * SECOND;
-    })
-    .await;
-    let mut client = TcpStream::connect(addr).await.expect("connect");
-    client
-        .write_all(b"GET /huge HTTP/1.1\r\nHost: example.test\r\n\r\n")
-        .await
-        .unwrap();
+    // The idle send timeout longer: every write to this client goes through well within it.
+    let (_proxy, addr, mut client, mut origin_closed) = download(SECOND, 5 * SECOND).await;
     // 16 KiB every 50 ms: the writes keep going through, the response would take an hour.
     let trickle = async {
         let mut buf = vec![0u8; 16 * 1024];

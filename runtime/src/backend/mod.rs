@@ -20,6 +20,7 @@ mod pipe;
 mod probe;
 mod proxy_header;
 mod request_body;
+mod silence;
 mod timed_body;
 mod tls;
 

@@ -3,16 +3,15 @@
 //! streaming into is closed (not held for the client), and the client gets 408 as from nginx's
 //! `client_body_timeout`.
 
-use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use tokio::time::{Instant, Sleep};
 
+use super::silence::Silence;
 use crate::cache::body::BoxError;
 
 /// The client sent nothing of its request body for this long.
@@ -29,18 +28,14 @@ pub struct ClientBodyBroken(hyper::Error);
 /// `Incoming` failing with [`ClientBodyTimeout`] after a silence of `limit` between frames.
 pub struct ClientBody {
     inner: Incoming,
-    limit: Duration,
-    /// Armed at the first read: the time before the origin asks for the body is not the
-    /// client's.
-    deadline: Option<Pin<Box<Sleep>>>,
+    silence: Silence,
 }
 
 impl ClientBody {
     pub fn new(inner: Incoming, limit: Duration) -> ClientBody {
         ClientBody {
             inner,
-            limit,
-            deadline: None,
+            silence: Silence::new(limit),
         }
     }
 }
@@ -54,20 +49,10 @@ impl Body for ClientBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            if let Some(deadline) = &mut this.deadline {
-                deadline.as_mut().reset(Instant::now() + this.limit);
-            }
-            return Poll::Ready(frame.map(|frame| frame.map_err(|error| ClientBodyBroken(error).into())));
-        }
-        let limit = this.limit;
-        let deadline = this
-            .deadline
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(ClientBodyTimeout(limit))))),
-            Poll::Pending => Poll::Pending,
-        }
+        Poll::Ready(match ready!(this.silence.poll_frame(&mut this.inner, cx)) {
+            Ok(frame) => frame.map(|frame| frame.map_err(|error| ClientBodyBroken(error).into())),
+            Err(_) => Some(Err(Box::new(ClientBodyTimeout(this.silence.limit())))),
+        })
     }
 
     fn is_end_stream(&self) -> bool {

@@ -1,28 +1,22 @@
 //! An origin response body that fails when the origin goes quiet for too long, and keeps its
 //! request counted as in flight until it ends, fails or is dropped.
 
-use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use tokio::time::{Instant, Sleep};
 
 use super::admission::InFlight;
+use super::silence::Silence;
 use crate::cache::body::BoxError;
 
 /// `Incoming` with the between-bytes timeout.
 pub struct TimedBody {
     inner: Incoming,
-    limit: Duration,
-    deadline: Pin<Box<Sleep>>,
-    /// Whether `deadline` times a wait now. The silence is timed from the first poll after a
-    /// frame, so time the reader spends not asking (a body passing through waits for its
-    /// slowest client) is not counted against the origin.
-    waiting: bool,
+    silence: Silence,
     backend: String,
     /// Released at the end of the body, on its first error, or when it is dropped.
     in_flight: Option<InFlight>,
@@ -32,9 +26,7 @@ impl TimedBody {
     pub(super) fn new(inner: Incoming, limit: Duration, backend: String, in_flight: InFlight) -> TimedBody {
         TimedBody {
             inner,
-            limit,
-            deadline: Box::pin(tokio::time::sleep(limit)),
-            waiting: true,
+            silence: Silence::new(limit),
             backend,
             in_flight: Some(in_flight),
         }
@@ -50,14 +42,8 @@ impl Body for TimedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        if !this.waiting {
-            this.waiting = true;
-            let next = Instant::now() + this.limit;
-            this.deadline.as_mut().reset(next);
-        }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                this.waiting = false;
+        match ready!(this.silence.poll_frame(&mut this.inner, cx)) {
+            Ok(frame) => {
                 let finished = !matches!(frame, Some(Ok(_))) || this.inner.is_end_stream();
                 if finished {
                     this.in_flight = None;
@@ -66,17 +52,15 @@ impl Body for TimedBody {
                     f.map_err(|error| format!("backend {}: body broken: {error}", this.backend).into())
                 }))
             }
-            Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this.in_flight = None;
-                    Poll::Ready(Some(Err(format!(
-                        "backend {}: between-bytes timeout ({:?}) reading body",
-                        this.backend, this.limit
-                    )
-                    .into())))
-                }
-                Poll::Pending => Poll::Pending,
-            },
+            Err(_) => {
+                this.in_flight = None;
+                Poll::Ready(Some(Err(format!(
+                    "backend {}: between-bytes timeout ({:?}) reading body",
+                    this.backend,
+                    this.silence.limit()
+                )
+                .into())))
+            }
         }
     }
 
