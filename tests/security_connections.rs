@@ -17,7 +17,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use support::{get, start_proxy, try_get, unused_port, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
+use support::{
+    get, start_proxy, try_get, unused_port, H2Frames, Origin, OriginReply, RawConn, EXCHANGE_LIMIT,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -454,6 +456,44 @@ async fn a_client_reading_too_slowly_is_closed_at_the_send_timeout() {
         .await
         .expect("the slow client is closed");
     assert_eq!(get(addr, "/small", &[]).await.status, 200);
+}
+
+#[tokio::test]
+async fn an_http2_client_that_grants_no_window_is_closed_at_the_idle_send_timeout() {
+    let (origin, mut origin_closed) = huge_origin().await;
+    let (_proxy, addr) = start_proxy(origin, |config| {
+        config.client_timeouts.idle_send = SECOND;
+        config.client_timeouts.idle = SECOND;
+        config.client_timeouts.send = 30 * SECOND;
+    })
+    .await;
+    let mut client = H2Frames::connect(addr).await;
+    let (response, _) = client
+        .open("http://example.test/huge", &[])
+        .await
+        .expect("a stream");
+    let response = tokio::time::timeout(EXCHANGE_LIMIT, response)
+        .await
+        .expect("a response head in time")
+        .expect("a response");
+    assert_eq!(response.status(), 200);
+    // The body is kept but never read: its window is never released, and the socket keeps
+    // taking pings and frames.
+    let _unread = response.into_body();
+    let held = tokio::time::timeout(EXCHANGE_LIMIT, origin_closed.recv())
+        .await
+        .expect("the origin fetch is stopped")
+        .expect("the origin reports");
+    // GOAWAY at the idle send timeout, the close an idle timeout later.
+    assert!(
+        held >= 2 * SECOND - Duration::from_millis(50) && held <= 2 * SECOND + SLACK,
+        "the origin connection was held {held:?}; idle send and idle timeouts are 1 s each"
+    );
+    tokio::time::timeout(EXCHANGE_LIMIT, client.connection)
+        .await
+        .expect("the client connection is closed")
+        .expect("no panic")
+        .ok();
 }
 
 // === the real binary ===
