@@ -285,6 +285,36 @@ async fn vcl_pipe_tunnels_a_custom_protocol_raw_bytes_both_ways() {
 }
 
 #[tokio::test]
+async fn pipe_to_a_proxy_header_backend_starts_with_the_clients_address() {
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let origin = reversing_origin(heads.clone()).await;
+    let policy = write_policy(
+        "pipe-proxy-header",
+        &format!(
+            "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; .proxy_header = 1; }}\n{PIPE_POLICY}",
+            origin.port()
+        ),
+    );
+    let (running, proxy) = start_proxy(origin, |config| config.policy = Some(policy)).await;
+    let mut conn = RawConn::connect(proxy).await;
+    conn.send("TUNNEL /t HTTP/1.1\r\nHost: site.test\r\nConnection: Upgrade\r\nUpgrade: reverse\r\n\r\n")
+        .await;
+    assert_eq!(conn.response(false).await.status, 101);
+    let mut stream = conn.into_stream();
+    stream.write_all(b"ab").await.unwrap();
+    let mut back = [0u8; 2];
+    tokio::time::timeout(EXCHANGE_LIMIT, stream.read_exact(&mut back))
+        .await
+        .expect("the origin's bytes in time")
+        .unwrap();
+    assert_eq!(&back, b"ba");
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(head.starts_with("PROXY TCP4 127.0.0.1 127.0.0.1 "), "{head}");
+    assert!(head.contains("\r\nTUNNEL /t HTTP/1.1\r\n"), "{head}");
+    running.shutdown().await;
+}
+
+#[tokio::test]
 async fn piped_request_without_upgrade_gets_the_answer_then_its_connection_closes() {
     let heads = Arc::new(Mutex::new(Vec::new()));
     let origin = reversing_origin(heads.clone()).await;
@@ -379,5 +409,108 @@ async fn max_pipes_refuses_the_next_pipe_with_503() {
         1,
         "the refused pipe never reached the origin"
     );
+    running.shutdown().await;
+}
+
+/// A client's WebSocket frame (masked, RFC 6455 §5.3), for payloads under 126 bytes.
+fn client_frame(opcode: u8, payload: &[u8]) -> bytes::Bytes {
+    let mask = [0x37, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![0x80 | opcode, 0x80 | payload.len() as u8];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, byte)| byte ^ mask[i % 4]));
+    frame.into()
+}
+
+/// A server's WebSocket frame (unmasked), for payloads under 126 bytes.
+fn server_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0x80 | opcode, payload.len() as u8];
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// Reads `len` bytes of the stream's DATA, giving the window back as it goes.
+async fn read_data(recv: &mut h2::RecvStream, len: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    while got.len() < len {
+        let data = tokio::time::timeout(EXCHANGE_LIMIT, recv.data())
+            .await
+            .expect("data in time")
+            .expect("the stream is open")
+            .expect("valid data");
+        let _ = recv.flow_control().release_capacity(data.len());
+        got.extend_from_slice(&data);
+    }
+    got
+}
+
+#[tokio::test]
+async fn websocket_over_h2_extended_connect_reaches_an_h1_origin() {
+    let origin = EchoOrigin::start().await;
+    let (running, proxy) = start_proxy(origin.addr, |_| {}).await;
+    let tcp = TcpStream::connect(proxy).await.expect("connect");
+    let (client, mut connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let mut ping = connection.ping_pong().expect("a ping handle");
+    let h2_connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // The server's SETTINGS come before its PONG.
+    tokio::time::timeout(EXCHANGE_LIMIT, ping.ping(h2::Ping::opaque()))
+        .await
+        .expect("a pong in time")
+        .expect("pong");
+    assert!(
+        client.is_extended_connect_protocol_enabled(),
+        "SETTINGS_ENABLE_CONNECT_PROTOCOL"
+    );
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::builder()
+        .method("CONNECT")
+        .uri(format!("http://{proxy}/chat"))
+        .header("sec-websocket-version", "13")
+        .extension(h2::ext::Protocol::from("websocket"))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).expect("extended CONNECT");
+    let response = tokio::time::timeout(EXCHANGE_LIMIT, response)
+        .await
+        .expect("an answer in time")
+        .expect("a response");
+    assert_eq!(response.status(), 200);
+    assert!(!response.headers().contains_key("sec-websocket-accept"));
+    assert!(!response.headers().contains_key("upgrade"));
+    let mut recv = response.into_body();
+    // Text, binary, a ping answered with a pong, then the closing handshake.
+    for (opcode, reply, payload) in [
+        (0x1, 0x1, &b"hello over h2"[..]),
+        (0x2, 0x2, &[0, 255, 7][..]),
+        (0x9, 0xA, &b"ping"[..]),
+        (0x8, 0x8, &[0x03, 0xE8][..]),
+    ] {
+        send.send_data(client_frame(opcode, payload), false)
+            .expect("send");
+        let expected = server_frame(reply, payload);
+        assert_eq!(
+            read_data(&mut recv, expected.len()).await,
+            expected,
+            "opcode {opcode}"
+        );
+    }
+    // The origin closed, so does the stream (an empty DATA frame may carry its END_STREAM).
+    loop {
+        match tokio::time::timeout(EXCHANGE_LIMIT, recv.data())
+            .await
+            .expect("the end in time")
+        {
+            None => break,
+            Some(Ok(data)) if data.is_empty() => continue,
+            other => panic!("nothing after the close frame, got {other:?}"),
+        }
+    }
+    let handshake = &origin.handshakes()[0];
+    assert_eq!(handshake["upgrade"], "websocket");
+    assert_eq!(handshake["sec-websocket-key"].len(), 24, "a fresh 16-byte key");
+    assert_eq!(running.cache_usage().keys, 0);
+    // Closes the client connection, so shutdown has nothing to wait for.
+    h2_connection.abort();
     running.shutdown().await;
 }

@@ -1,6 +1,7 @@
 //! Requests that take an origin connection for themselves (`return (pipe)`, WebSocket
 //! upgrades): a fresh connection, never taken from or returned to the pool, so the bytes that
-//! follow the exchange (a tunnel) reach only the origin that answered it.
+//! follow the exchange (a tunnel) reach only the origin that answered it. It is opened as any
+//! other (the backend's PROXY header, then TLS).
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::admission::InFlight;
-use super::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
+use super::{proxy_header, Backend, BackendError, Connections, FailureKind, OutgoingBody, Stage, TimedBody};
 
 /// The origin's answer to a piped request, on a connection no other request uses. It counts
 /// in the backend's in-flight requests (and `.max_connections`) until its body ends or, for a
@@ -126,6 +127,28 @@ impl Backend {
             }
         };
         let _ = stream.set_nodelay(true);
+        let connector = match &inner.connections {
+            Connections::Pooled(_) => inner.connector.clone(),
+            Connections::OnePerRequest { proxy_header } => inner
+                .connector
+                .with_proxy_header(proxy_header::encode(*proxy_header, request.extensions().get())),
+        };
+        let stream = match tokio::time::timeout(timeouts.connect, connector.open(stream)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                let error = BackendError::new(self, Stage::Connect, FailureKind::Down, error.to_string());
+                return Err(self.failed(error));
+            }
+            Err(_) => {
+                let error = BackendError::new(
+                    self,
+                    Stage::Connect,
+                    FailureKind::Timeout,
+                    "TLS handshake timed out",
+                );
+                return Err(self.failed(error));
+            }
+        };
         let exchange = async {
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;

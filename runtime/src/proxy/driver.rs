@@ -46,11 +46,14 @@ const MAX_RESTARTS: u32 = 4;
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     client: SocketAddr,
-    mut request: Request<Incoming>,
+    request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
+    let (mut parts, body) = request.into_parts();
+    pipe::h2_websocket_as_upgrade(&mut parts);
+    let mut request = Request::from_parts(parts, body);
     let tls = request
         .extensions()
         .get::<Arc<ClientTls>>()

@@ -6,6 +6,11 @@
 //! method) gets the origin's answer relayed, and its client connection closes after it: hyper
 //! hands a server connection over only after a `101`, so that answer goes through its framing
 //! rather than as raw bytes. Nothing piped is ever cached; pipes are capped by `--max-pipes`.
+//!
+//! A WebSocket over HTTP/2 (RFC 8441's extended CONNECT, `:protocol = websocket`) is presented
+//! to the policy and the origin as the HTTP/1.1 handshake it stands for
+//! ([`h2_websocket_as_upgrade`]); the origin's `101` becomes the `200` that opens the stream's
+//! tunnel.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -26,6 +31,33 @@ use crate::stats::Stats;
 
 /// Bytes read from one side before they are written to the other.
 const COPY_BUFFER: usize = 16 * 1024;
+
+/// An HTTP/2 extended CONNECT for a WebSocket (RFC 8441 §4) rewritten into the HTTP/1.1
+/// handshake (RFC 6455 §4.1) an origin understands: `GET` with `Upgrade: websocket`,
+/// `Connection: upgrade` and a fresh `Sec-WebSocket-Key` (HTTP/2 clients send none; the
+/// origin's `Sec-WebSocket-Accept` answers it and is not relayed). The version stays HTTP/2,
+/// which tells [`pipe`] to answer `200`.
+pub(super) fn h2_websocket_as_upgrade(request: &mut Parts) {
+    let websocket = request.method == http::Method::CONNECT
+        && request
+            .extensions
+            .get::<hyper::ext::Protocol>()
+            .is_some_and(|protocol| protocol.as_str().eq_ignore_ascii_case("websocket"));
+    if !websocket {
+        return;
+    }
+    request.method = http::Method::GET;
+    let headers = &mut request.headers;
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    let mut nonce = [0u8; 16];
+    // RFC 6455 wants the key random; an origin only hashes it into its answer.
+    let _ = getrandom::fill(&mut nonce);
+    let key = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, nonce);
+    if let Ok(key) = HeaderValue::from_str(&key) {
+        headers.insert(header::SEC_WEBSOCKET_KEY, key);
+    }
+}
 
 /// Whether the request is a WebSocket handshake (`Upgrade: websocket`, any case), which the
 /// builtin behaviour pipes.
@@ -49,6 +81,10 @@ pub(super) fn backend_request(request: &Parts, client: IpAddr) -> Parts {
     bereq.uri = request.uri.clone();
     bereq.version = request.version;
     bereq.headers = request.headers.clone();
+    // For the backend's `.proxy_header`.
+    if let Some(addresses) = request.extensions.get::<crate::backend::ConnectionAddresses>() {
+        bereq.extensions.insert(*addresses);
+    }
     let upgrade = bereq.headers.get(header::UPGRADE).cloned();
     headers::strip_hop_by_hop(&mut bereq.headers);
     if !bereq.headers.contains_key(header::HOST) {
@@ -106,9 +142,14 @@ pub(super) async fn pipe(
         }
     };
     let response = match (piped.status(), client_upgrade) {
-        (StatusCode::SWITCHING_PROTOCOLS, Some(client)) => {
-            tunnel_after_101(piped, client, shared.pipe_timeout, shared.stats.clone(), permit)
-        }
+        (StatusCode::SWITCHING_PROTOCOLS, Some(client)) => tunnel_after_101(
+            piped,
+            client,
+            version == http::Version::HTTP_2,
+            shared.pipe_timeout,
+            shared.stats.clone(),
+            permit,
+        ),
         (StatusCode::SWITCHING_PROTOCOLS, None) => {
             let detail = format!(
                 "backend {} switched protocols for a request that did not ask to upgrade",
@@ -125,11 +166,13 @@ pub(super) async fn pipe(
     (response, CacheState::Pipe)
 }
 
-/// The origin's `101` for the client, and a task that copies bytes both ways once hyper has
-/// handed over both connections.
+/// The origin's `101` for the client (a `200` opening the stream for an HTTP/2 client, without
+/// the connection's fields), and a task that copies bytes both ways once hyper has handed over
+/// both connections.
 fn tunnel_after_101(
     piped: Piped,
     client: OnUpgrade,
+    h2_client: bool,
     idle: Duration,
     stats: Arc<Stats>,
     permit: tokio::sync::OwnedSemaphorePermit,
@@ -137,6 +180,11 @@ fn tunnel_after_101(
     let (mut head, origin) = piped.into_upgrade();
     head.headers.remove(header::CONTENT_LENGTH);
     head.headers.remove(header::TRANSFER_ENCODING);
+    if h2_client {
+        head.status = StatusCode::OK;
+        headers::strip_hop_by_hop(&mut head.headers);
+        head.headers.remove(header::SEC_WEBSOCKET_ACCEPT);
+    }
     tokio::spawn(async move {
         let _permit = permit;
         let (client, origin) = match tokio::join!(client, origin) {

@@ -84,6 +84,8 @@ pub(crate) async fn serve(
     builder
         .http2()
         .max_concurrent_streams(options.h2_limits.max_concurrent_streams);
+    // RFC 8441: WebSockets over HTTP/2 (extended CONNECT), piped by `proxy::pipe`.
+    builder.http2().enable_connect_protocol();
     builder
         .http2()
         .max_header_list_size(u32::try_from(head).unwrap_or(u32::MAX));
