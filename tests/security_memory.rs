@@ -129,9 +129,10 @@ async fn assert_rss_bound(count: usize, body_len: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_stays_within_the_bound_for_small_objects() {
-    // 30,000 (not 200,000: ~1,500 requests/s in a debug build) is 1.4 times what fits: the
-    // cache is full and evicting for the second half.
-    assert_rss_bound(30_000, 200).await;
+    // The count: about 9 times what fits, so the cache is full and evicting for most
+    // of the run (about two minutes in a debug build). The RSS growth stayed 12.7 x -s here
+    // when stored headers kept hyper's read buffers alive.
+    assert_rss_bound(200_000, 200).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
