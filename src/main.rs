@@ -588,7 +588,7 @@ mod tests {
              --finish-abandoned-fills 512k --threads 2 \
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
              --header-timeout 2s --idle-timeout 3s --body-timeout 4s --max-connections 100 \
-             --send-timeout 5m --idle-send-timeout 30s \
+             --send-timeout 5m --idle-send-timeout 30s --pipe-timeout 90s --max-pipes 7 \
              --max-header-size 16k --max-request-head 64k --h2-rapid-reset-limit 50 \
              --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
              --h2-max-concurrent-streams 50 --max-headers 64 \
@@ -621,5 +621,7 @@ mod tests {
         assert_eq!(config.client_timeouts.send, Duration::from_secs(300));
         assert_eq!(config.client_timeouts.idle_send, Duration::from_secs(30));
         assert_eq!(config.max_connections, 100);
+        assert_eq!(config.pipe_timeout, Duration::from_secs(90));
+        assert_eq!(config.max_pipes, 7);
     }
 }

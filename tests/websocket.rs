@@ -514,3 +514,57 @@ async fn websocket_over_h2_extended_connect_reaches_an_h1_origin() {
     h2_connection.abort();
     running.shutdown().await;
 }
+
+#[tokio::test]
+async fn other_upgrades_are_ordinary_requests_on_a_kept_connection() {
+    // `curl --http2 http://...` asks for h2c this way; edgecache answers over HTTP/1.1.
+    let origin = Origin::fixed(OriginReply::ok("page").cache_control("max-age=60")).await;
+    let (running, proxy) = start_proxy(origin.addr, |_| {}).await;
+    let mut conn = RawConn::connect(proxy).await;
+    for round in 0..2 {
+        conn.send(
+            "GET /p HTTP/1.1\r\nHost: site.test\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+        )
+        .await;
+        let reply = conn.response(false).await;
+        assert_eq!(reply.status, 200, "round {round}");
+        assert_eq!(reply.body, b"page");
+        assert!(!reply.has_header("upgrade"), "round {round}");
+    }
+    assert_eq!(
+        origin.requests(),
+        1,
+        "the second was a hit on the same connection"
+    );
+    assert!(
+        origin.last().header("upgrade").is_none(),
+        "Upgrade is hop-by-hop on a fetch"
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn zero_pipe_limits_are_refused_naming_the_flag() {
+    for (tweak, flag) in [
+        (
+            Box::new(|c: &mut edgecache_runtime::Config| c.max_pipes = 0) as Box<dyn Fn(&mut _)>,
+            "--max-pipes",
+        ),
+        (
+            Box::new(|c: &mut edgecache_runtime::Config| c.pipe_timeout = Duration::ZERO),
+            "--pipe-timeout",
+        ),
+    ] {
+        let mut config = edgecache_runtime::Config {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
+            ..Default::default()
+        };
+        tweak(&mut config);
+        let error = match edgecache_runtime::start(config).await {
+            Ok(_) => panic!("{flag} 0 is refused"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains(flag), "{error}");
+    }
+}
