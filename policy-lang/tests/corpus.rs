@@ -145,6 +145,8 @@ fn builtin_equivalence_cases() -> Vec<(Sub, TestContext)> {
         ("Cookie", "a=1"),
         ("Authorization", "Basic x"),
         ("Host", "EXAMPLE.com"),
+        ("Upgrade", "WebSocket"),
+        ("Upgrade", "h2c"),
     ] {
         cases.push((
             Sub::Recv,
