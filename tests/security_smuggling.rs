@@ -429,33 +429,9 @@ impl Nginx {
             child,
             _dir: dir,
         };
-        nginx.wait_until_listening().await;
+        let log = nginx._dir.path().join("error.log");
+        support::wait_until_listening(&mut nginx.child, "nginx", nginx.addr, Some(&log)).await;
         nginx
-    }
-
-    /// Polls until nginx accepts connections (it says nothing when it is ready), failing
-    /// with its error log if it exits first.
-    async fn wait_until_listening(&mut self) {
-        let deadline = tokio::time::Instant::now() + EXCHANGE_LIMIT;
-        loop {
-            if TcpStream::connect(self.addr).await.is_ok() {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let mut stderr = String::new();
-                if let Some(mut pipe) = self.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
-                }
-                let log = std::fs::read_to_string(self._dir.path().join("error.log")).unwrap_or_default();
-                panic!("nginx exited ({status}) before listening: {stderr}{log}");
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "nginx did not listen on {} in time",
-                self.addr
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
     }
 }
 

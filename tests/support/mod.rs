@@ -445,6 +445,38 @@ async fn answer(
     response
 }
 
+/// Polls until a server the test started as a process (nginx, HAProxy) accepts connections on
+/// `addr` (such servers say nothing when they are ready), failing with its stderr and
+/// `log_file` if it exits first, or once `EXCHANGE_LIMIT` has passed.
+pub async fn wait_until_listening(
+    child: &mut std::process::Child,
+    name: &str,
+    addr: SocketAddr,
+    log_file: Option<&std::path::Path>,
+) {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_LIMIT;
+    loop {
+        if TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+            }
+            let log = log_file
+                .and_then(|path| std::fs::read_to_string(path).ok())
+                .unwrap_or_default();
+            panic!("{name} exited ({status}) before listening: {stderr}{log}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} did not listen on {addr} in time"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A port on 127.0.0.1 with nothing listening (bound, then released).
 pub async fn unused_port() -> SocketAddr {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
