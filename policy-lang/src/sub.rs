@@ -3,6 +3,7 @@
 //! `vcl_step.rst`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::eval::PluginId;
 
@@ -132,8 +133,12 @@ pub(crate) mod mask {
 pub enum Action {
     /// `return (hash)` in `vcl_recv`, `return (lookup)` in `vcl_hash`: look the object up.
     Lookup,
-    /// Bypass the cache for this request.
+    /// Bypass the cache for this request. From `vcl_backend_response`: deliver this response
+    /// unstored and make the key hit-for-pass for `beresp.ttl` (Varnish 7).
     Pass,
+    /// `return (pass(DURATION))` in `vcl_backend_response`: deliver this response unstored and
+    /// pass every request for the key for `ttl` (Varnish's hit-for-pass object, grace and keep 0).
+    HitForPass { ttl: Duration },
     /// Remove the object (all variants), then run `vcl_purge`.
     Purge,
     /// Go to `vcl_synth` with `resp.status` / `resp.reason` preset.
@@ -169,7 +174,7 @@ impl Action {
     pub fn name(&self) -> &'static str {
         match self {
             Action::Lookup => "lookup",
-            Action::Pass => "pass",
+            Action::Pass | Action::HitForPass { .. } => "pass",
             Action::Purge => "purge",
             Action::Synth { .. } => "synth",
             Action::Deliver => "deliver",
@@ -196,7 +201,7 @@ pub(crate) fn action_mask(name: &str) -> Option<u16> {
     Some(match name {
         "hash" => RECV,
         "lookup" => HASH,
-        "pass" => RECV | HIT | MISS,
+        "pass" => RECV | HIT | MISS | BE_RESPONSE,
         "purge" => RECV,
         "synth" => RECV | PASS | PURGE | HIT | MISS | DELIVER | PIPE,
         "restart" => RECV | PASS | PURGE | HIT | MISS | DELIVER | SYNTH,

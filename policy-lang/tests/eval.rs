@@ -409,3 +409,52 @@ fn string_comparisons_and_matches_in_conditions() {
     assert_eq!(run("/a/x.\u{212A}", "on"), "1234-67-");
     assert_eq!(run("/a", "ON"), "-2345-78");
 }
+
+#[test]
+fn pass_in_backend_response_is_hit_for_pass() {
+    let p = program(
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n\
+         sub vcl_backend_response {\n\
+           if (beresp.http.x-for) { return (pass(2m + 3s)); }\n\
+           return (pass);\n\
+         }\n",
+    );
+    let mut c = TestContext::backend_response(200, 60.0).header(Scope::Beresp, "x-for", "1");
+    assert_eq!(
+        p.run(Sub::BackendResponse, &mut c),
+        Action::HitForPass {
+            ttl: std::time::Duration::from_secs(123)
+        }
+    );
+    // Without a duration: hit-for-pass for `beresp.ttl`, which the runtime reads.
+    let mut c = TestContext::backend_response(200, 60.0);
+    assert_eq!(p.run(Sub::BackendResponse, &mut c), Action::Pass);
+}
+
+#[test]
+fn pass_with_duration_outside_backend_response_is_refused() {
+    let diagnostics = load_str(
+        "test.vcl",
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\nsub vcl_recv { return (pass(10s)); }\n",
+    )
+    .map(|_| ())
+    .expect_err("refused");
+    assert!(
+        diagnostics
+            .render()
+            .contains("only allowed in `vcl_backend_response`"),
+        "{}",
+        diagnostics.render()
+    );
+    let diagnostics = load_str(
+        "test.vcl",
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\nsub vcl_backend_response { return (pass(\"x\")); }\n",
+    )
+    .map(|_| ())
+    .expect_err("a STRING is not a DURATION");
+    assert!(
+        diagnostics.render().contains("DURATION"),
+        "{}",
+        diagnostics.render()
+    );
+}

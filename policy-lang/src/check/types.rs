@@ -492,14 +492,23 @@ impl<'a> Lowerer<'a> {
             );
             return None;
         };
-        // Arguments first: `pass(DURATION)` is refused for what it is wherever it appears.
-        let takes_args = matches!(name, "synth" | "error" | "fail");
+        // Arguments first: `pass(DURATION)` is hit-for-pass, only in `vcl_backend_response`.
+        let hit_for_pass = name == "pass" && a.args.is_some();
+        if hit_for_pass && self.cx.mask & !sub::mask::BE_RESPONSE != 0 {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::IllegalReturn,
+                    a.span,
+                    "`return (pass(DURATION))` is only allowed in `vcl_backend_response`",
+                )
+                .label("hit-for-pass is decided on the backend response")
+                .hint("write `return (pass);` here"),
+            );
+            return None;
+        }
+        let takes_args = matches!(name, "synth" | "error" | "fail") || hit_for_pass;
         if !takes_args && a.args.is_some() {
-            let hint = if name == "pass" {
-                "`return (pass(DURATION))` (hit-for-pass) is not supported yet; set `beresp.uncacheable = true;` and `beresp.ttl` instead"
-            } else {
-                "this action takes no arguments"
-            };
+            let hint = "this action takes no arguments";
             self.sink.push(
                 Diagnostic::new(Code::BadArguments, a.span, format!("`{name}` takes no arguments"))
                     .label("unexpected arguments")
@@ -550,6 +559,15 @@ impl<'a> Lowerer<'a> {
         }
         let action = match name {
             "hash" | "lookup" => Action::Lookup,
+            "pass" if hit_for_pass => {
+                if args.len() != 1 {
+                    self.arg_count(a.span, "pass", "1 (a DURATION)");
+                    return None;
+                }
+                let (d, t) = self.expr(&args[0].value);
+                let d = self.coerce(d, t, Ty::Duration, args[0].value.span, None)?;
+                return Some(Stmt::Return(Ret::HitForPass(fold::expr(d))));
+            }
             "pass" => Action::Pass,
             "purge" => Action::Purge,
             "deliver" => Action::Deliver,

@@ -137,6 +137,8 @@ pub(crate) enum Ret {
     Synth(Expr, Option<Expr>),
     Error(Expr, Option<Expr>),
     Fail(Option<Expr>),
+    /// `return (pass(DURATION))`: a duration expression.
+    HitForPass(Expr),
 }
 
 #[derive(Debug)]

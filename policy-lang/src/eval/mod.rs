@@ -208,6 +208,12 @@ impl Program {
                     .as_ref()
                     .map(|e| Arc::from(self.to_string_owned(self.eval(e, ctx)))),
             },
+            Ret::HitForPass(d) => {
+                let seconds = self.eval(d, ctx).as_duration().unwrap_or(0.0).max(0.0);
+                Action::HitForPass {
+                    ttl: std::time::Duration::try_from_secs_f64(seconds).unwrap_or_default(),
+                }
+            }
         }
     }
 

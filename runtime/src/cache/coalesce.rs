@@ -8,7 +8,10 @@
 //! - When the leader's response turns out storable, waiters read it as it streams in.
 //! - When it turns out uncacheable, waiters go to the origin themselves, and the key is
 //!   remembered as hit-for-pass for a while, so later requests for it are not serialised
-//!   behind each other (Varnish's hit-for-pass). A storable response clears the mark.
+//!   behind each other (Varnish's hit-for-miss). A storable response clears the mark.
+//! - A policy's `return (pass)` / `return (pass(DURATION))` in `vcl_backend_response` marks the
+//!   key pass-only for that long (Varnish's hit-for-pass object): its requests pass, nothing is
+//!   stored for it, until the mark expires or the key is purged.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,6 +53,22 @@ struct InFlight {
 pub struct Coalescer {
     in_flight: Arc<InFlight>,
     hit_for_pass: moka::sync::Cache<CacheKey, ()>,
+    /// Pass-only keys, each with its own lifetime (the value).
+    pass_only: moka::sync::Cache<CacheKey, Duration>,
+}
+
+/// Each pass-only mark lives as long as the policy said.
+struct OwnLifetime;
+
+impl moka::Expiry<CacheKey, Duration> for OwnLifetime {
+    fn expire_after_create(
+        &self,
+        _key: &CacheKey,
+        ttl: &Duration,
+        _now: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(*ttl)
+    }
 }
 
 /// The caller's role for a key.
@@ -65,9 +84,14 @@ impl Coalescer {
             .max_capacity(100_000)
             .time_to_live(hit_for_pass_ttl.max(Duration::from_millis(1)))
             .build();
+        let pass_only = moka::sync::Cache::builder()
+            .max_capacity(100_000)
+            .expire_after(OwnLifetime)
+            .build();
         Coalescer {
             in_flight: Arc::default(),
             hit_for_pass,
+            pass_only,
         }
     }
 
@@ -97,9 +121,23 @@ impl Coalescer {
         self.hit_for_pass.insert(key, ());
     }
 
-    /// Forgets a hit-for-pass mark (the key turned cacheable, or was purged).
+    /// Forgets a hit-for-pass mark (the key turned cacheable, or was purged), and a pass-only
+    /// mark.
     pub fn clear_hit_for_pass(&self, key: &CacheKey) {
         self.hit_for_pass.invalidate(key);
+        self.pass_only.invalidate(key);
+    }
+
+    /// Makes every request for `key` pass for `ttl` (a zero `ttl` marks nothing).
+    pub fn mark_pass_only(&self, key: CacheKey, ttl: Duration) {
+        if !ttl.is_zero() {
+            self.pass_only.insert(key, ttl);
+        }
+    }
+
+    /// Whether `key` is pass-only (the policy's hit-for-pass).
+    pub fn is_pass_only(&self, key: &CacheKey) -> bool {
+        self.pass_only.contains_key(key)
     }
 }
 

@@ -303,6 +303,11 @@ async fn lookup(
 ) -> Looked {
     let wanted = RequestDirectives::from_headers(&request.headers);
     let ignore_request = shared.ignore_request_cache_control;
+    if shared.coalescer.is_pass_only(&key) {
+        if let Some(action) = hooks.pass_only() {
+            return Err(action);
+        }
+    }
     for _ in 0..MAX_LOOKUPS {
         let now = SystemTime::now();
         let mut stored = shared.store.lookup(&key, &request.headers);
@@ -424,12 +429,16 @@ trait PolicyHooks {
     fn miss(&mut self) -> Option<Action>;
     /// A stored object is delivered, hit for the `hits`th time (`obj.hits` in `vcl_deliver`).
     fn delivering(&mut self, hits: u64);
+    /// The key is pass-only (the policy's hit-for-pass): what to do instead of looking up.
+    fn pass_only(&mut self) -> Option<Action>;
 }
 
 /// No policy, or one that defines neither `vcl_hit` nor `vcl_miss`.
 #[derive(Default)]
 struct Builtin {
     obj_hits: u64,
+    /// Whether a policy runs (pass-only marks are a policy's; without one they are ignored).
+    policy: bool,
 }
 
 impl PolicyHooks for Builtin {
@@ -443,6 +452,10 @@ impl PolicyHooks for Builtin {
 
     fn delivering(&mut self, hits: u64) {
         self.obj_hits = hits;
+    }
+
+    fn pass_only(&mut self) -> Option<Action> {
+        self.policy.then_some(Action::Pass)
     }
 }
 
@@ -473,6 +486,10 @@ impl PolicyHooks for VclHooks<'_> {
 
     fn delivering(&mut self, hits: u64) {
         self.session.obj_hits = hits;
+    }
+
+    fn pass_only(&mut self) -> Option<Action> {
+        Some(Action::Pass)
     }
 }
 
@@ -514,7 +531,10 @@ async fn vcl_route(
                         };
                         lookup(shared, version, route, client, &request, key, &mut hooks).await
                     } else {
-                        let mut builtin = Builtin::default();
+                        let mut builtin = Builtin {
+                            policy: true,
+                            ..Builtin::default()
+                        };
                         let looked =
                             lookup(shared, version, route, client, &session.req, key, &mut builtin).await;
                         session.obj_hits = builtin.obj_hits;

@@ -767,10 +767,16 @@ impl FetchTask {
         if action == Action::Retry {
             return Err(NotStored::Retry);
         }
+        let seconds = |value: f64| Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::ZERO);
+        // Varnish 7: `pass` alone is hit-for-pass for `beresp.ttl`.
+        let pass_for = match action {
+            Action::Pass => Some(seconds(session.ttl)),
+            Action::HitForPass { ttl } => Some(ttl),
+            _ => None,
+        };
         if let Some(replaced) = replacement(action, &mut session) {
             return Err(NotStored::Replaced(Box::new(replaced)));
         }
-        let seconds = |value: f64| Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::ZERO);
         let decision = (!session.uncacheable).then(|| {
             (
                 seconds(session.ttl),
@@ -780,6 +786,10 @@ impl FetchTask {
         });
         *fields = std::mem::take(&mut beresp.headers);
         *status = beresp.status;
+        if let Some(ttl) = pass_for {
+            self.shared.coalescer.mark_pass_only(self.key.clone(), ttl);
+            return Err(NotStored::Because("return (pass) in vcl_backend_response"));
+        }
         decision.ok_or(NotStored::Because("beresp.uncacheable set by the policy"))
     }
 

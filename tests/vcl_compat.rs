@@ -1,0 +1,67 @@
+//! Varnish VCL that edgecache runs as Varnish 7.7 does (issue 17 #2), over real sockets: a
+//! policy written for the test, edgecache running it, a counting origin behind it.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use edgecache_runtime::Running;
+use support::{start_proxy, Client, Origin, OriginReply};
+
+/// edgecache running `policy` (VCL text) in front of `origin`.
+async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
+    let path = support::write_policy(name, policy);
+    start_proxy(origin.addr, |config| config.policy = Some(path)).await
+}
+
+// === return (pass(DURATION)) in vcl_backend_response ===
+
+#[tokio::test]
+async fn pass_with_duration_makes_the_key_hit_for_pass_for_that_long() {
+    // Only the first response asks to be passed; the ones after are cacheable, and hit-for-pass
+    // (unlike `beresp.uncacheable`'s hit-for-miss) keeps them out of the store until it expires.
+    static SERVED: AtomicUsize = AtomicUsize::new(0);
+    let origin = Origin::start(|_: &http::Request<Bytes>| {
+        let n = SERVED.fetch_add(1, Ordering::SeqCst);
+        let reply = OriginReply::ok(format!("#{n}")).cache_control("max-age=600");
+        if n == 0 {
+            reply.header("x-pass", "yes")
+        } else {
+            reply
+        }
+    })
+    .await;
+    let (_proxy, addr) = start_with_policy(
+        "hit_for_pass",
+        r#"vcl 4.1;
+sub vcl_backend_response {
+    if (beresp.http.x-pass) {
+        return (pass(1s));
+    }
+}
+"#,
+        &origin,
+    )
+    .await;
+    let client = Client::new();
+
+    let first = client.get(addr, "/page", &[]).await;
+    assert_eq!((first.status.as_u16(), first.text().as_str()), (200, "#0"));
+    for expected in ["#1", "#2"] {
+        let passed = client.get(addr, "/page", &[]).await;
+        assert_eq!(passed.cache(), "PASS");
+        assert_eq!(passed.text(), expected, "each request goes to the origin");
+    }
+    assert_eq!(origin.requests_for("/page"), 3);
+
+    // The mark's duration is what this test is about: wait it out.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let refetched = client.get(addr, "/page", &[]).await;
+    assert_eq!((refetched.cache(), refetched.text().as_str()), ("MISS", "#3"));
+    let hit = client.get(addr, "/page", &[]).await;
+    assert_eq!((hit.cache(), hit.text().as_str()), ("HIT", "#3"));
+    assert_eq!(origin.requests_for("/page"), 4);
+}
