@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use edgecache_runtime::config::{
     parse_certificate_pair, parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen,
-    parse_size, CacheAdmission, CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
+    parse_size, parse_storage, CacheAdmission, CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec,
+    LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
 
@@ -105,8 +106,9 @@ struct ServeArgs {
     /// Policy file (VCL subset).
     #[arg(short = 'f', long = "policy", value_name = "FILE.vcl")]
     policy: Option<PathBuf>,
-    /// Cache size in bytes; k/m/g suffixes. Default 256m.
-    #[arg(short = 's', long = "cache-size", value_name = "SIZE", value_parser = parse_size)]
+    /// Cache size in bytes; k/m/g suffixes, or as varnishd's -s: malloc,SIZE, default,SIZE,
+    /// NAME=malloc,SIZE (the cache is in memory; file storage is refused). Default 256m.
+    #[arg(short = 's', long = "cache-size", value_name = "SIZE|malloc,SIZE", value_parser = parse_storage)]
     cache_size: Option<u64>,
     /// TTL for storable responses without freshness information (RFC 9111: 0; Varnish: 120).
     #[arg(short = 't', long = "default-ttl", value_name = "DURATION", value_parser = parse_duration)]
@@ -129,6 +131,28 @@ struct ServeArgs {
     /// Settings file (TOML); flags given on the command line win.
     #[arg(long = "config", value_name = "FILE.toml")]
     config: Option<PathBuf>,
+    /// A Varnish parameter, as varnishd's -p; repeat for several: default_ttl, default_grace,
+    /// default_keep, connect_timeout, first_byte_timeout, between_bytes_timeout, timeout_idle,
+    /// send_timeout, idle_send_timeout, pipe_timeout, http_req_hdr_len, http_req_size,
+    /// http_max_hdr, h2_rapid_reset_limit, h2_rapid_reset_period, h2_max_concurrent_streams,
+    /// max_restarts=4, max_retries=4, feature=+http2. The edgecache flag of the same setting
+    /// wins over it.
+    #[arg(short = 'p', value_name = "NAME=VALUE")]
+    param: Vec<String>,
+    /// Instance name (varnishd's -n), shown in the start-up log. Default edgecache.
+    #[arg(short = 'n', value_name = "NAME")]
+    instance_name: Option<String>,
+    /// File the process id is written to at start and removed from at exit (varnishd's -P).
+    #[arg(short = 'P', value_name = "FILE")]
+    pid_file: Option<PathBuf>,
+    /// Accepted for varnishd compatibility: edgecache always runs in the foreground (run it
+    /// under systemd or another supervisor to daemonize it).
+    #[arg(short = 'F')]
+    foreground: bool,
+    /// varnishd's jail: only `none` is accepted; edgecache does not change user (run it as
+    /// an unprivileged user, e.g. systemd's User=).
+    #[arg(short = 'j', value_name = "none", value_parser = parse_jail)]
+    jail: Option<Jail>,
     /// Origin connect timeout. Default 3.5s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     connect_timeout: Option<Duration>,
@@ -230,8 +254,9 @@ struct ServeArgs {
     /// Access log format.
     #[arg(long, value_enum)]
     log_format: Option<LogFormatArg>,
-    /// Admin API address, or `off`. Default 127.0.0.1:6082.
-    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT|off", value_parser = parse_admin_listen)]
+    /// Admin API address, :PORT for every interface (needs --admin-token-file), or `off`.
+    /// Default 127.0.0.1:6082.
+    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT|:PORT|off", value_parser = parse_admin_listen)]
     admin_listen: Option<AdminListen>,
     /// File holding the admin API's bearer token; required when -T is not a loopback address.
     #[arg(long = "admin-token-file", value_name = "FILE")]
@@ -258,6 +283,20 @@ struct ServeArgs {
     tls_handshake_timeout: Option<Duration>,
 }
 
+/// `-j none`: the one jail edgecache has.
+#[derive(Clone, Copy)]
+struct Jail;
+
+fn parse_jail(text: &str) -> Result<Jail, String> {
+    match text {
+        "none" => Ok(Jail),
+        other => Err(format!(
+            "jail `{other}` is not available: edgecache does not change user or chroot; \
+             accepted: none (run edgecache as an unprivileged user, e.g. systemd's User=)"
+        )),
+    }
+}
+
 /// `-T`: an address, or `off`.
 #[derive(Clone, Copy)]
 struct AdminListen(Option<SocketAddr>);
@@ -266,9 +305,14 @@ fn parse_admin_listen(text: &str) -> Result<AdminListen, String> {
     if text == "off" {
         return Ok(AdminListen(None));
     }
-    text.parse()
+    // `:PORT` is every interface, as for -a (so it needs --admin-token-file).
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    full.parse()
         .map(|address| AdminListen(Some(address)))
-        .map_err(|_| format!("`{text}` is not IP:PORT or `off`"))
+        .map_err(|_| format!("`{text}` is not IP:PORT, :PORT (every interface) or `off`"))
 }
 
 /// `--purge-allow`: one value holding a list (clap would read `Option<Vec<_>>` as a
@@ -295,6 +339,12 @@ impl ServeArgs {
         if let Some(path) = &self.config {
             let base = path.parent().unwrap_or_else(|| std::path::Path::new("."));
             FileConfig::read(path)?.apply(&mut config, base)?;
+        }
+        // -F and -j none ask for what edgecache always does: run in the foreground as the
+        // user that started it.
+        let (_foreground, _jail) = (self.foreground, self.jail);
+        for param in &self.param {
+            set_varnish_parameter(&mut config, param)?;
         }
         if !self.listen.is_empty() {
             config.listen = self.listen;
@@ -402,6 +452,105 @@ impl ServeArgs {
     }
 }
 
+/// The Varnish parameters `-p` takes, with what edgecache does with them.
+const VARNISH_PARAMETERS: &[&str] = &[
+    "default_ttl",
+    "default_grace",
+    "default_keep",
+    "connect_timeout",
+    "first_byte_timeout",
+    "between_bytes_timeout",
+    "timeout_idle",
+    "send_timeout",
+    "idle_send_timeout",
+    "pipe_timeout",
+    "http_req_hdr_len",
+    "http_req_size",
+    "http_max_hdr",
+    "h2_rapid_reset_limit",
+    "h2_rapid_reset_period",
+    "h2_max_concurrent_streams",
+    "max_restarts",
+    "max_retries",
+    "feature",
+];
+
+/// Varnish's max_restarts and max_retries, which edgecache does not let change.
+const FIXED_RESTARTS_AND_RETRIES: &str = "4";
+
+/// `-p NAME=VALUE`: sets the edgecache setting that has the Varnish parameter's meaning.
+fn set_varnish_parameter(config: &mut Config, text: &str) -> Result<(), ConfigError> {
+    let refused = |problem: String, accepted: &str| ConfigError::new("-p", problem, accepted);
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(refused(
+            format!("`{text}` is not NAME=VALUE"),
+            "-p NAME=VALUE, e.g. -p default_ttl=120",
+        ));
+    };
+    let (name, value) = (name.trim(), value.trim());
+    let bad_value = |problem: String| {
+        refused(
+            format!("{name}: {problem}"),
+            "see edgecache --help for the value's form",
+        )
+    };
+    let duration = || parse_duration(value).map_err(bad_value);
+    let bytes = || {
+        parse_size(value)
+            .map(|size| usize::try_from(size).unwrap_or(usize::MAX))
+            .map_err(bad_value)
+    };
+    let count = || {
+        value
+            .parse::<u32>()
+            .map_err(|_| bad_value(format!("`{value}` is not a whole number")))
+    };
+    match name {
+        "default_ttl" => config.default_ttl = duration()?,
+        "default_grace" => config.grace = duration()?,
+        "default_keep" => config.keep = duration()?,
+        "connect_timeout" => config.timeouts.connect = duration()?,
+        "first_byte_timeout" => config.timeouts.first_byte = duration()?,
+        "between_bytes_timeout" => config.timeouts.between_bytes = duration()?,
+        "timeout_idle" => config.client_timeouts.idle = duration()?,
+        "send_timeout" => config.client_timeouts.send = duration()?,
+        "idle_send_timeout" => config.client_timeouts.idle_send = duration()?,
+        "pipe_timeout" => config.pipe_timeout = duration()?,
+        "http_req_hdr_len" => config.request_limits.max_header_size = bytes()?,
+        "http_req_size" => config.request_limits.max_request_head = bytes()?,
+        "http_max_hdr" => config.request_limits.max_headers = count()? as usize,
+        "h2_rapid_reset_limit" => config.h2_limits.rapid_reset_limit = count()?,
+        "h2_rapid_reset_period" => config.h2_limits.rapid_reset_period = duration()?,
+        "h2_max_concurrent_streams" => config.h2_limits.max_concurrent_streams = count()?,
+        "max_restarts" | "max_retries" if value == FIXED_RESTARTS_AND_RETRIES => {}
+        "max_restarts" | "max_retries" => {
+            return Err(refused(
+                format!("{name} is fixed in edgecache"),
+                &format!("{name}={FIXED_RESTARTS_AND_RETRIES} (Varnish's default)"),
+            ))
+        }
+        // HTTP/2 is always on (h2c and ALPN h2), so turning it on is a no-op.
+        "feature" if value == "+http2" => {}
+        "feature" => {
+            return Err(refused(
+                format!("feature `{value}` has no edgecache meaning"),
+                "feature=+http2 (HTTP/2 is always on)",
+            ))
+        }
+        unknown => {
+            let closest = VARNISH_PARAMETERS
+                .iter()
+                .max_by(|a, b| strsim::jaro_winkler(unknown, a).total_cmp(&strsim::jaro_winkler(unknown, b)))
+                .expect("the list is not empty");
+            return Err(refused(
+                format!("`{unknown}` is not a parameter edgecache has (closest: {closest})"),
+                &VARNISH_PARAMETERS.join(", "),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(value) = value {
         *slot = value;
@@ -425,7 +574,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: ServeArgs) -> ExitCode {
+fn serve(mut args: ServeArgs) -> ExitCode {
+    let instance = args
+        .instance_name
+        .take()
+        .unwrap_or_else(|| "edgecache".to_string());
+    let pid_file = args.pid_file.take();
     let config = match args.into_config() {
         Ok(config) => config,
         Err(error) => {
@@ -435,20 +589,46 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     edgecache_runtime::logging::init(config.log_format);
     let specs = config.listen.clone();
-    match edgecache_runtime::run(config, |addresses| {
+    let pid_file = match pid_file.map(PidFile::create).transpose() {
+        Ok(pid_file) => pid_file,
+        Err(error) => {
+            eprintln!("edgecache: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = edgecache_runtime::run(config, |addresses| {
         for (address, spec) in addresses.iter().zip(&specs) {
             let speaks = match spec.tls {
                 true => "HTTP/1.1 and HTTP/2 over TLS",
                 false => "HTTP/1.1 and h2c",
             };
-            tracing::info!(%address, proxy_protocol = spec.proxy_protocol, "listening ({speaks})");
+            tracing::info!(%instance, %address, proxy_protocol = spec.proxy_protocol, "listening ({speaks})");
         }
-    }) {
+    });
+    drop(pid_file);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("edgecache: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `-P FILE`: holds the process id while edgecache runs; removed when dropped.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn create(path: PathBuf) -> Result<PidFile, String> {
+        std::fs::write(&path, format!("{}\n", std::process::id()))
+            .map_err(|error| format!("-P: cannot write the pid file {}: {error}", path.display()))?;
+        Ok(PidFile(path))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -597,7 +777,8 @@ mod tests {
              --targeted-cache-control CDN-Cache-Control --plugin-memory 8m --plugin-deadline 10ms \
              --log-format json -T off --admin-token-file admin.token --no-watch \
              -a 127.0.0.1:8443,tls --tls-cert site.pem --tls-key site.key \
-             --tls-cert-pair a.example=a.pem,a.key --tls-dir certs --tls-handshake-timeout 5s";
+             --tls-cert-pair a.example=a.pem,a.key --tls-dir certs --tls-handshake-timeout 5s \
+             -p timeout_idle=7s -n shop -P edgecache.pid -F -j none";
         let cli = Cli::try_parse_from(flags.split_whitespace()).unwrap_or_else(|error| panic!("{error}"));
         let config = cli.serve.into_config().unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(config.listen[0].to_string(), "0.0.0.0:6081");
@@ -623,5 +804,69 @@ mod tests {
         assert_eq!(config.max_connections, 100);
         assert_eq!(config.pipe_timeout, Duration::from_secs(90));
         assert_eq!(config.max_pipes, 7);
+        // --idle-timeout wins over -p timeout_idle.
+        assert_eq!(config.client_timeouts.idle, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn each_varnish_parameter_sets_its_edgecache_setting() {
+        let mut config = Config::default();
+        let seconds = Duration::from_secs;
+        for param in [
+            "default_ttl=2m",
+            "default_grace=1h",
+            "default_keep=1d",
+            "connect_timeout=1.5",
+            "first_byte_timeout=5s",
+            "between_bytes_timeout=6s",
+            "timeout_idle=7s",
+            "send_timeout=8s",
+            "idle_send_timeout=9s",
+            "pipe_timeout=10s",
+            "http_req_hdr_len=16k",
+            "http_req_size=64k",
+            "http_max_hdr=64",
+            "h2_rapid_reset_limit=10",
+            "h2_rapid_reset_period=20s",
+            "h2_max_concurrent_streams=30",
+            "max_restarts=4",
+            "max_retries=4",
+            "feature=+http2",
+        ] {
+            set_varnish_parameter(&mut config, param).unwrap_or_else(|error| panic!("{param}: {error}"));
+        }
+        assert_eq!(config.default_ttl, seconds(120));
+        assert_eq!(config.grace, seconds(3600));
+        assert_eq!(config.keep, seconds(86_400));
+        assert_eq!(config.timeouts.connect, Duration::from_millis(1500));
+        assert_eq!(config.timeouts.first_byte, seconds(5));
+        assert_eq!(config.timeouts.between_bytes, seconds(6));
+        assert_eq!(config.client_timeouts.idle, seconds(7));
+        assert_eq!(config.client_timeouts.send, seconds(8));
+        assert_eq!(config.client_timeouts.idle_send, seconds(9));
+        assert_eq!(config.pipe_timeout, seconds(10));
+        assert_eq!(config.request_limits.max_header_size, 16 * 1024);
+        assert_eq!(config.request_limits.max_request_head, 64 * 1024);
+        assert_eq!(config.request_limits.max_headers, 64);
+        assert_eq!(config.h2_limits.rapid_reset_limit, 10);
+        assert_eq!(config.h2_limits.rapid_reset_period, seconds(20));
+        assert_eq!(config.h2_limits.max_concurrent_streams, 30);
+        assert_eq!(VARNISH_PARAMETERS.len(), 19, "each accepted name is set above");
+    }
+
+    #[test]
+    fn a_bad_varnish_parameter_names_what_is_accepted() {
+        let mut config = Config::default();
+        for (param, message) in [
+            ("timeout_idel=5", "-p: `timeout_idel` is not a parameter edgecache has (closest: timeout_idle); accepted: default_ttl, default_grace,"),
+            ("default_ttl=2min", "-p: default_ttl: `min` is not a duration unit (units: ms, s, m, h, d, w, y; none means seconds)"),
+            ("http_max_hdr=lots", "-p: http_max_hdr: `lots` is not a whole number"),
+            ("max_retries=2", "-p: max_retries is fixed in edgecache; accepted: max_retries=4 (Varnish's default)"),
+            ("feature=+esi_ignore_https", "-p: feature `+esi_ignore_https` has no edgecache meaning; accepted: feature=+http2"),
+            ("default_ttl", "-p: `default_ttl` is not NAME=VALUE; accepted: -p NAME=VALUE, e.g. -p default_ttl=120"),
+        ] {
+            let error = set_varnish_parameter(&mut config, param).unwrap_err().to_string();
+            assert!(error.starts_with(message), "{param}: {error}");
+        }
     }
 }

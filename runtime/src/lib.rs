@@ -63,6 +63,12 @@ pub enum StartError {
     Runtime(std::io::Error),
     #[error("admin API: {0}")]
     Admin(String),
+    /// The admin listener's address is taken, typically by another edgecache or varnishd.
+    #[error("admin listener (-T) cannot listen on {address}: {source}; pass -T off, or another address (-T IP:PORT or -T :PORT)")]
+    AdminBind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     /// A TLS certificate or key that does not load; the message names the file.
     #[error("TLS: {0}")]
     Tls(String),

@@ -81,10 +81,12 @@ pub(crate) async fn start(
     mut stopped: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, JoinHandle<()>), StartError> {
     let token = token_file.map(read_token).transpose()?;
-    let listener = TcpListener::bind(addr).await.map_err(|source| StartError::Bind {
-        address: addr,
-        source,
-    })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::AdminBind {
+            address: addr,
+            source,
+        })?;
     let bound = listener.local_addr().map_err(|source| StartError::Bind {
         address: addr,
         source,

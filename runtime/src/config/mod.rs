@@ -17,7 +17,7 @@ use http::HeaderName;
 use ipnet::IpNet;
 
 pub use file::FileConfig;
-pub use parse::{parse_cidr_list, parse_duration, parse_listen, parse_size};
+pub use parse::{parse_cidr_list, parse_duration, parse_listen, parse_size, parse_storage};
 pub use tls::{parse_certificate_pair, CertificateFiles, TlsSettings};
 
 /// A setting the user got wrong: which one, what was given, what is accepted.

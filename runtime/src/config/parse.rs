@@ -25,8 +25,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is too large"))
 }
 
-/// Parses a duration: plain seconds (`120`, `1.5`) or a number with a unit
-/// (`ms`, `s`, `m`, `h`, `d`, `w`), e.g. `500ms`, `2m`.
+/// The units of [`parse_duration`], as Varnish's duration parameters take them.
+const DURATION_UNITS: &str = "ms, s, m, h, d, w, y";
+
+/// Parses a duration: plain seconds (`120`, `1.5`) or a number with a Varnish unit
+/// (`ms`, `s`, `m`, `h`, `d`, `w`, `y` of 365 days), e.g. `500ms`, `2m`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
     let split = trimmed
@@ -43,7 +46,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => 3600.0,
         "d" => 86_400.0,
         "w" => 604_800.0,
-        other => return Err(format!("`{other}` is not a duration unit")),
+        "y" => 31_536_000.0,
+        other => {
+            return Err(format!(
+                "`{other}` is not a duration unit (units: {DURATION_UNITS}; none means seconds)"
+            ))
+        }
     };
     Duration::try_from_secs_f64(value * scale).map_err(|_| format!("`{text}` is out of range"))
 }
@@ -81,6 +89,28 @@ pub fn parse_listen(text: &str) -> Result<super::ListenSpec, String> {
     spec.proxy_protocol = protocol.is_some_and(|name| name.eq_ignore_ascii_case("PROXY"));
     spec.tls = tls;
     Ok(spec)
+}
+
+/// Parses varnishd's `-s`: the cache size as `SIZE`, `malloc,SIZE`, `default,SIZE` or
+/// `NAME=malloc,SIZE` (edgecache has one in-memory store, so the name is only a label).
+/// Other storage types (`file`, `persistent`, ...) are refused.
+pub fn parse_storage(text: &str) -> Result<u64, String> {
+    const ACCEPTED: &str = "accepted: SIZE, malloc,SIZE, default,SIZE or NAME=malloc,SIZE";
+    let spec = text.split_once('=').map_or(text, |(_name, spec)| spec).trim();
+    let (kind, size) = match spec.split_once(',') {
+        Some((kind, size)) => (kind.trim(), size),
+        None if spec.starts_with(|c: char| c.is_ascii_digit()) => return parse_size(spec),
+        None => (spec, ""),
+    };
+    match kind {
+        "malloc" | "default" if size.is_empty() => Err(format!(
+            "`{text}` has no size (edgecache's cache is bounded); {ACCEPTED}"
+        )),
+        "malloc" | "default" => parse_size(size),
+        other => Err(format!(
+            "storage `{other}` is not available: edgecache keeps its cache in memory; {ACCEPTED}"
+        )),
+    }
 }
 
 /// Parses a comma-separated list of networks; a bare address means that one host.
@@ -152,11 +182,41 @@ mod tests {
             ("500ms", Some(Duration::from_millis(500))),
             ("2m", Some(Duration::from_secs(120))),
             ("1d", Some(Duration::from_secs(86_400))),
-            ("1y", None),
+            ("1y", Some(Duration::from_secs(365 * 86_400))),
             ("abc", None),
         ] {
             assert_eq!(parse_duration(text).ok(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn an_unknown_duration_unit_lists_the_units() {
+        let error = parse_duration("2min").unwrap_err();
+        assert!(
+            error.contains("`min`") && error.contains("ms, s, m, h, d, w, y"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn storage_as_varnishd_writes_it() {
+        for text in [
+            "256m",
+            "malloc,256m",
+            "default,256m",
+            "s0=malloc,256m",
+            "malloc, 256M",
+        ] {
+            assert_eq!(parse_storage(text), Ok(256 << 20), "{text}");
+        }
+        for refused in ["file,/var/lib/varnish/cache,1g", "s0=persistent,/x,1g", "umem,1g"] {
+            let error = parse_storage(refused).unwrap_err();
+            assert!(
+                error.contains("malloc,SIZE") && error.contains("in memory"),
+                "{refused}: {error}"
+            );
+        }
+        assert!(parse_storage("malloc,lots").unwrap_err().contains("not a size"));
     }
 
     #[test]
