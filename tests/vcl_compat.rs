@@ -65,3 +65,40 @@ sub vcl_backend_response {
     assert_eq!((hit.cache(), hit.text().as_str()), ("HIT", "#3"));
     assert_eq!(origin.requests_for("/page"), 4);
 }
+
+// === probe default ===
+
+#[tokio::test]
+async fn probe_default_marks_a_backend_named_default_sick() {
+    let origin = Origin::start(|request: &http::Request<Bytes>| match request.uri().path() {
+        "/health" => OriginReply::with_status(500, "down"),
+        _ => OriginReply::ok("up"),
+    })
+    .await;
+    let policy = format!(
+        "vcl 4.1;
+probe default {{ .url = \"/health\"; .interval = 50ms; .timeout = 500ms; .window = 2; .threshold = 1; .initial = 1; }}
+backend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}
+sub vcl_recv {{ return (pass); }}
+",
+        origin.addr.port()
+    );
+    let (_proxy, addr) = start_with_policy("probe_default", &policy, &origin).await;
+    let client = Client::new();
+    assert_eq!(
+        client.get(addr, "/", &[]).await.text(),
+        "up",
+        "initial = threshold: healthy"
+    );
+    // The probe's next failing run is the event; bounded at a few seconds.
+    let mut sick = false;
+    for _ in 0..200 {
+        if client.get(addr, "/", &[]).await.status == http::StatusCode::SERVICE_UNAVAILABLE {
+            sick = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(sick, "the default probe never marked the backend sick");
+    assert!(origin.requests_for("/health") >= 1);
+}

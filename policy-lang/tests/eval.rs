@@ -458,3 +458,35 @@ fn pass_with_duration_outside_backend_response_is_refused() {
         diagnostics.render()
     );
 }
+
+#[test]
+fn probe_default_is_the_probe_of_backends_without_one() {
+    let p = program(
+        "vcl 4.1;\n\
+         probe default { .url = \"/health\"; .interval = 1s; }\n\
+         probe own { .url = \"/own\"; }\n\
+         backend default { .host = \"10.0.0.1\"; }\n\
+         backend mine { .host = \"10.0.0.2\"; .probe = own; }\n\
+         sub vcl_recv { if (req.url ~ \"^/m\") { set req.backend_hint = mine; } }\n",
+    );
+    let urls: Vec<_> = p
+        .backends()
+        .iter()
+        .map(|b| (b.name.as_str(), b.probe.as_ref().map(|probe| probe.url.as_str())))
+        .collect();
+    assert_eq!(urls, [("default", Some("/health")), ("mine", Some("/own"))]);
+
+    let twice = load_str(
+        "test.vcl",
+        "vcl 4.1;\nprobe default { .url = \"/a\"; }\nprobe default { .url = \"/b\"; }\nbackend default { .host = \"127.0.0.1\"; }\n",
+    )
+    .map(|_| ())
+    .expect_err("two default probes");
+    assert!(
+        twice
+            .render()
+            .contains("`probe default` is defined more than once"),
+        "{}",
+        twice.render()
+    );
+}

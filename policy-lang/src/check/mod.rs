@@ -155,6 +155,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
     let mut sub_index: HashMap<String, usize> = HashMap::new();
     let mut probes: Vec<ProbeDecl> = Vec::new();
     let mut probe_defs = Vec::new();
+    let mut default_probe: Option<Span> = None;
     let mut backend_defs = Vec::new();
     let mut acls = Vec::new();
     let mut directors: Vec<Director> = Vec::new();
@@ -216,6 +217,23 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                         backend_defs.push(b);
                     }
                 }
+                // As in Varnish, `probe default` is the probe of every backend without `.probe`,
+                // and its name is no symbol: a backend may be called `default` too.
+                Decl::Probe(p) if p.name.name == "default" => match default_probe {
+                    Some(first) => sink.push(
+                        Diagnostic::new(
+                            Code::Duplicate,
+                            p.name.span,
+                            "`probe default` is defined more than once",
+                        )
+                        .label("probe `default` redefined here")
+                        .secondary(first, "probe `default` first defined here"),
+                    ),
+                    None => {
+                        default_probe = Some(p.name.span);
+                        probe_defs.push(p);
+                    }
+                },
                 Decl::Probe(p) => {
                     if syms.define(sink, &p.name.name, p.name.span, SymKind::Probe(probe_defs.len())) {
                         probe_defs.push(p);
@@ -343,10 +361,15 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
             .position(|p| *p == n)
             .map(|i| probes[i].clone())
     };
-    let backends: Vec<_> = backend_defs
+    let mut backends: Vec<_> = backend_defs
         .iter()
         .map(|b| decls::backend(sink, b, &lookup, &probe_names))
         .collect();
+    if let Some(probe) = default_probe.and(lookup("default")) {
+        for b in backends.iter_mut().filter(|b| b.probe.is_none() && !b.none) {
+            b.probe = Some(probe.clone());
+        }
+    }
     let default_backend = backends
         .iter()
         .position(|b| b.name == "default")
