@@ -72,9 +72,10 @@ enum AdminAction {
     Backends,
     /// Remove every variant of a URL (the default cache key: Host + URL).
     Purge {
-        /// `/path?query` (with --host) or `http://host/path?query`.
+        /// `/path?query` (under every host, or --host's) or `http://host/path?query`.
         url: String,
-        /// Host the URL was requested with (as in the client's Host header).
+        /// Host the URL was requested with (as in the client's Host header); without it a
+        /// path is purged under every host (a ban on req.url).
         #[arg(long)]
         host: Option<String>,
     },
@@ -708,6 +709,9 @@ fn admin(args: AdminArgs) -> ExitCode {
         AdminAction::Backends => ("GET", "/backends".to_string(), String::new()),
         AdminAction::Purge { url, host } => {
             let mut target = format!("/purge?url={}", encode_query_value(&url));
+            // A path with no --host would otherwise take the Host of this request, the
+            // admin listener's own address, which no cached page has.
+            let host = host.or_else(|| url.starts_with('/').then(|| "*".to_string()));
             if let Some(host) = host {
                 target.push_str(&format!("&host={}", encode_query_value(&host)));
             }

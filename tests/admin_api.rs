@@ -488,3 +488,54 @@ async fn the_admin_command_is_a_thin_client() {
         );
     }
 }
+
+/// `edgecache admin purge /path` with no `--host` purges the path under every host (the admin
+/// listener's own address, which the request would otherwise carry, has no cached pages).
+#[tokio::test]
+async fn purge_of_a_path_without_a_host_purges_it_under_every_host() {
+    let origin = cacheable_origin().await;
+    let (running, addr) = start_proxy(origin.addr, loopback_admin).await;
+    for host in ["a.example", "b.example"] {
+        for path in ["/shared", "/other"] {
+            get(addr, path, &[("host", host)]).await;
+            assert_eq!(
+                get(addr, path, &[("host", host)]).await.cache(),
+                "HIT",
+                "{host}{path}"
+            );
+        }
+    }
+    eventually_stored(&running, 4).await;
+    let admin_addr = running.admin_addr().unwrap().to_string();
+    let purge = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_edgecache"))
+            .args(["admin", "-T", &admin_addr, "purge", "/shared"])
+            .output()
+            .expect("runs edgecache")
+    })
+    .await
+    .unwrap();
+    assert!(
+        purge.status.success(),
+        "{}",
+        String::from_utf8_lossy(&purge.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&purge.stdout).unwrap();
+    assert_eq!(answer["purged"], "every host");
+    for host in ["a.example", "b.example"] {
+        assert_eq!(
+            get(addr, "/shared", &[("host", host)]).await.cache(),
+            "MISS",
+            "{host}"
+        );
+        assert_eq!(
+            get(addr, "/other", &[("host", host)]).await.cache(),
+            "HIT",
+            "{host}"
+        );
+    }
+
+    let quoted = admin(&running, "POST", "/purge?url=/a%22b&host=*", "").await;
+    assert_eq!(quoted.status, 400, "{}", quoted.body);
+    assert!(quoted.body.contains("percent-encode"), "{}", quoted.body);
+}

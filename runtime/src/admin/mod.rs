@@ -6,7 +6,7 @@
 //! | `GET /stats` | JSON counters: requests by cache result, coalesced waits, cache, bans, reloads, backends |
 //! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
 //! | `GET /backends` | JSON: each backend of the active version: health, probe window (`H` good, `-` bad, oldest first), in-flight requests, counters |
-//! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL) |
+//! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban) |
 //! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}`; 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
 //!
@@ -378,6 +378,8 @@ fn backends(state: &State) -> Value {
 
 /// `POST /purge?url=...`: `url` is a path (`/a?b`) or an absolute URL (`http://host/a`); the
 /// host comes from the absolute URL, else the `host` parameter, else this request's `Host`.
+/// `host=*` purges the path for every host: a ban `req.url == "PATH"`, as no key can name
+/// every host.
 ///
 /// Purges the key the request would have had without a user `vcl_hash`: without a policy the
 /// native default key, with one the builtin `vcl_hash`'s (URL, then Host). A policy that
@@ -418,6 +420,9 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
             }
         }
     };
+    if host == EVERY_HOST {
+        return purge_every_host(state, &target);
+    }
     let version = state.shared.active.load_full();
     // The host + URL key: what edgecache uses without a policy and for a policy's builtin
     // vcl_hash alike. A user vcl_hash may build other keys (the note below says so).
@@ -436,6 +441,33 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
             json!("the policy defines vcl_hash, which may build other keys: use POST /ban to be sure");
     }
     json(status, answer)
+}
+
+/// The `host` of `POST /purge` that means every host.
+const EVERY_HOST: &str = "*";
+
+/// `POST /purge?url=/path&host=*`: the path under every host, as the ban `req.url == "/path"`
+/// (objects go at their next lookup or the ban trimmer's pass, like any ban).
+fn purge_every_host(state: &State, target: &str) -> Response<Full<Bytes>> {
+    // A ban string has no escapes; a URL never needs these characters unencoded.
+    if target.contains(['"', '\\']) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            &format!("`{target}` holds \" or \\: percent-encode it, or POST /ban an expression\n"),
+        );
+    }
+    let expr = format!("req.url == \"{target}\"");
+    match policy_lang::parse_ban(&expr) {
+        Ok(parsed) => {
+            state.shared.ban(parsed);
+            tracing::info!(url = target, "purge of every host from the admin API (a ban)");
+            json(
+                StatusCode::OK,
+                json!({ "purged": "every host", "url": target, "ban": expr, "bans": bans::trim(&state.shared) }),
+            )
+        }
+        Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),
+    }
 }
 
 /// `POST /ban`: the body is one ban expression, as a JSON string or `{"ban": EXPR}` (plain
