@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use edgecache_runtime::Running;
-use support::{start_proxy, Client, Origin, OriginReply};
+use support::{start_proxy, CapturedLog, Client, Origin, OriginReply};
 
 /// edgecache running `policy` (VCL text) in front of `origin`.
 async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
@@ -101,4 +101,52 @@ sub vcl_recv {{ return (pass); }}
     }
     assert!(sick, "the default probe never marked the backend sick");
     assert!(origin.requests_for("/health") >= 1);
+}
+
+// === req.xid / bereq.xid ===
+
+/// The number after `XID: ` on a builtin error page.
+fn page_xid(page: &str) -> &str {
+    let start = page.find("XID: ").expect("the page shows an XID") + "XID: ".len();
+    let digits = page[start..]
+        .find(|c: char| !c.is_ascii_digit())
+        .expect("text after the XID");
+    &page[start..start + digits]
+}
+
+#[tokio::test]
+async fn error_pages_show_the_xid_of_the_access_log_line() {
+    let log = CapturedLog::default();
+    let _guard = log.install("edgecache::access=info");
+    // An origin that is not listening: the fetch fails, `vcl_backend_error` writes the page.
+    let down = support::unused_port().await;
+    let policy = format!(
+        "vcl 4.1;
+backend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; .connect_timeout = 1s; }}
+sub vcl_recv {{ if (req.url == \"/denied\") {{ return (synth(503)); }} }}
+",
+        down.port()
+    );
+    let path = support::write_policy("xid", &policy);
+    let (_proxy, addr) = start_proxy(down, |config| config.policy = Some(path)).await;
+    let client = Client::new();
+
+    let mut seen = Vec::new();
+    for target in ["/denied", "/fetched"] {
+        let page = client.get(addr, target, &[]).await;
+        assert_eq!(page.status, http::StatusCode::SERVICE_UNAVAILABLE, "{target}");
+        let xid = page_xid(&page.text()).to_string();
+        let line = log
+            .text()
+            .lines()
+            .find(|line| line.contains(&format!("url={target} ")))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no access-log line for {target}: {}", log.text()));
+        assert!(
+            line.contains(&format!("xid={xid}")),
+            "{target}: page XID {xid}, log line {line}"
+        );
+        seen.push(xid);
+    }
+    assert_ne!(seen[0], seen[1], "each request has its own id");
 }

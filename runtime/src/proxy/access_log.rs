@@ -18,6 +18,8 @@ pub struct AccessRecord<'a> {
     pub client: std::net::IpAddr,
     /// The TLS version of the client connection (`TLSv1.3`); `None` for plain HTTP.
     pub tls: Option<&'static str>,
+    /// The request's id: `req.xid` in a policy, the `XID` of the builtin error pages.
+    pub xid: i64,
 }
 
 pub fn record(entry: AccessRecord<'_>) {
@@ -32,5 +34,6 @@ pub fn record(entry: AccessRecord<'_>) {
         duration_us = entry.duration.as_micros() as u64,
         backend = entry.backend.unwrap_or("-"),
         tls = entry.tls.unwrap_or("-"),
+        xid = entry.xid,
     );
 }

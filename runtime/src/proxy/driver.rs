@@ -21,7 +21,7 @@ use super::access_log::{self, AccessRecord};
 use super::commit;
 use super::fetch::{self, Route};
 use super::request_checks;
-use super::vcl::{ClientResponse, ClientSession};
+use super::vcl::{self, ClientResponse, ClientSession};
 use super::ClientTls;
 use super::{headers, pipe, respond, synth, Shared};
 use crate::backend::{ClientBody, OutgoingBody};
@@ -59,6 +59,7 @@ pub(crate) async fn handle(
         .get::<Arc<ClientTls>>()
         .map(|tls| tls.version);
     let version = shared.active.load_full();
+    let xid = vcl::next_xid();
     let refused = refusal(&mut request, version.policy.is_some())
         .map(|problem| (StatusCode::BAD_REQUEST, problem))
         .or_else(|| {
@@ -68,7 +69,7 @@ pub(crate) async fn handle(
         });
     let (response, cache) = match (refused, &version.policy) {
         (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
-        (None, Some(program)) => vcl_route(&shared, &version, program, client, request).await,
+        (None, Some(program)) => vcl_route(&shared, &version, program, client, request, xid).await,
         (None, None) => route(&shared, &version, client, request).await,
     };
     let mut response = commit::started(response).await;
@@ -92,6 +93,7 @@ pub(crate) async fn handle(
             .then(|| version.default_backend().name()),
         client: client.ip(),
         tls,
+        xid,
     });
     response
 }
@@ -503,11 +505,12 @@ async fn vcl_route(
     program: &Program,
     client: SocketAddr,
     request: Request<Incoming>,
+    xid: i64,
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
     let had_body = !http_body::Body::is_end_stream(&body);
     let mut body = Some(body);
-    let mut session = ClientSession::new(parts, client, version);
+    let mut session = ClientSession::new(parts, client, version, xid);
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
             program.run(Sub::Recv, &mut session)

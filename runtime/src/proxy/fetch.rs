@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::oneshot;
 
 use super::attempts::{failure, Attempts, FetchFailure};
-use super::vcl::BackendSession;
+use super::vcl::{self, BackendSession};
 use super::{h2_accounting, headers, respond, synth, Shared};
 use crate::backend::{Backend, ConnectionAddresses, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
@@ -75,6 +75,9 @@ fn backend_request(
     headers::append_via(headers, parts.version);
     if let Some(addresses) = parts.extensions.get::<ConnectionAddresses>() {
         request.extensions_mut().insert(*addresses);
+    }
+    if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
+        request.extensions_mut().insert(*xid);
     }
     request
 }

@@ -16,12 +16,18 @@ use policy_lang::{BackendId, BanExpr, Context, PluginId, PluginOutcome, PluginPh
 use super::plugins::PluginCalls;
 use crate::cache::object::CachedObject;
 
-/// Transaction ids for `req.xid` / `bereq.xid` (Varnish numbers its transactions the same way).
+/// Transaction ids for `req.xid` / `bereq.xid` and the access log (Varnish numbers its
+/// transactions the same way).
 static NEXT_XID: AtomicU64 = AtomicU64::new(1);
 
-fn next_xid() -> i64 {
+pub(super) fn next_xid() -> i64 {
     NEXT_XID.fetch_add(1, Ordering::Relaxed) as i64
 }
+
+/// The client request's xid, carried by its parts to the backend requests made for it, so
+/// that `bereq.xid` (on `vcl_backend_error`'s page) is the id of the access-log line too.
+#[derive(Clone, Copy)]
+pub(super) struct Xid(pub i64);
 
 /// A header's value as VCL reads it: several lines joined with ", ".
 fn read_header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<Cow<'a, str>> {
@@ -125,16 +131,24 @@ pub(super) struct ClientSession {
 }
 
 impl ClientSession {
-    pub fn new(req: Parts, client: SocketAddr, version: &Arc<crate::version::Version>) -> ClientSession {
+    /// `xid`: the request's id, which its access-log line shows too.
+    pub fn new(
+        req: Parts,
+        client: SocketAddr,
+        version: &Arc<crate::version::Version>,
+        xid: i64,
+    ) -> ClientSession {
         let backend_hint = version
             .policy
             .as_ref()
             .and_then(policy_lang::Program::default_backend);
+        let mut req = req;
+        req.extensions.insert(Xid(xid));
         ClientSession {
             req,
             client,
             restarts: 0,
-            xid: next_xid(),
+            xid,
             hash: Vec::new(),
             hash_always_miss: false,
             backend_hint,
@@ -356,6 +370,7 @@ pub(super) struct BackendSession<'a> {
 
 impl<'a> BackendSession<'a> {
     pub fn new(bereq: &'a mut Parts, backend_name: &'a str, uncacheable: bool) -> BackendSession<'a> {
+        let xid = bereq.extensions.get::<Xid>().map_or_else(next_xid, |xid| xid.0);
         BackendSession {
             bereq,
             beresp: None,
@@ -364,7 +379,7 @@ impl<'a> BackendSession<'a> {
             grace: 0.0,
             keep: 0.0,
             backend_name,
-            xid: next_xid(),
+            xid,
             synthetic: None,
             retries: 0,
             backend: None,
