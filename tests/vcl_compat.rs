@@ -42,6 +42,10 @@ sub vcl_backend_response {
         return (pass(1s));
     }
 }
+sub vcl_deliver {
+    set resp.http.x-hitpass = req.is_hitpass;
+    set resp.http.x-top = req_top.url;
+}
 "#,
         &origin,
     )
@@ -54,6 +58,12 @@ sub vcl_backend_response {
         let passed = client.get(addr, "/page", &[]).await;
         assert_eq!(passed.cache(), "PASS");
         assert_eq!(passed.text(), expected, "each request goes to the origin");
+        assert_eq!(passed.header("x-hitpass"), Some("true"));
+        assert_eq!(
+            passed.header("x-top"),
+            Some("/page"),
+            "req_top is req without ESI"
+        );
     }
     assert_eq!(origin.requests_for("/page"), 3);
 
@@ -61,6 +71,7 @@ sub vcl_backend_response {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let refetched = client.get(addr, "/page", &[]).await;
     assert_eq!((refetched.cache(), refetched.text().as_str()), ("MISS", "#3"));
+    assert_eq!(refetched.header("x-hitpass"), Some("false"));
     let hit = client.get(addr, "/page", &[]).await;
     assert_eq!((hit.cache(), hit.text().as_str()), ("HIT", "#3"));
     assert_eq!(origin.requests_for("/page"), 4);

@@ -490,3 +490,38 @@ fn probe_default_is_the_probe_of_backends_without_one() {
         twice.render()
     );
 }
+
+#[test]
+fn varnish_request_state_variables_check_and_req_top_is_read_only() {
+    let p = program(
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n\
+         sub vcl_miss { if (req.is_hitmiss) { set req.http.x-hm = \"1\"; } }\n\
+         sub vcl_pass { if (req.is_hitpass) { set req.http.x-hp = \"1\"; } }\n\
+         sub vcl_recv { set req.http.x-top = req_top.url + req_top.method + req_top.proto + req_top.http.host; \
+                        set req.http.x-req = req.url + req.method + req.proto + req.http.host; \
+                        set req.http.x-server = server.hostname + server.identity; }\n\
+         sub vcl_backend_fetch { if (bereq.is_bgfetch) { set bereq.http.x-bg = \"1\"; } }\n\
+         sub vcl_backend_response { set beresp.http.x-backend = beresp.backend; }\n\
+         sub vcl_deliver { if (obj.can_esi) { set resp.http.x-esi = \"1\"; } }\n",
+    );
+    let mut c = TestContext::request("GET", "/a");
+    p.run(Sub::Recv, &mut c);
+    let top = c.get_header(Scope::Req, "x-top");
+    assert!(
+        top.as_deref().is_some_and(|top| top.starts_with("/aGET")),
+        "{top:?}"
+    );
+    assert_eq!(
+        top,
+        c.get_header(Scope::Req, "x-req"),
+        "req_top is req without ESI"
+    );
+
+    let written = load_str(
+        "test.vcl",
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\nsub vcl_recv { set req_top.url = \"/x\"; }\n",
+    )
+    .map(|_| ())
+    .expect_err("req_top is read-only");
+    assert!(written.render().contains("req_top.url"), "{}", written.render());
+}

@@ -322,6 +322,8 @@ impl<'a> Lowerer<'a> {
                 ok.then_some(Stmt::Synthetic(rhs))
                     .filter(|_| matches!(v, Var::RespBody | Var::BerespBody))
             }
+            // Read-only: `scope_check` above reported it.
+            VarRef::Top(_) => None,
             VarRef::Var(v) => {
                 if v == Var::BerespDoEsi && !matches!(rhs, Expr::Const(Value::Bool(false))) {
                     self.sink.push(
@@ -418,6 +420,7 @@ impl<'a> Lowerer<'a> {
                 Some(Stmt::UnsetHeader(scope, h))
             }
             VarRef::Var(v) => Some(Stmt::UnsetVar(v)),
+            VarRef::Top(_) => None,
         }
     }
 
@@ -1096,6 +1099,18 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// A readable variable's value.
+    fn read(&mut self, v: VarRef, span: Span) -> (Expr, Ty) {
+        match v {
+            VarRef::Var(var) => (Expr::Var(var), Ty::of(var.value_type())),
+            VarRef::Header(scope, h) => match self.header_name(&h, span) {
+                Some(h) => (Expr::Header(scope, h), Ty::Str),
+                None => E,
+            },
+            VarRef::Top(req) => self.read(*req, span),
+        }
+    }
+
     fn name(&mut self, n: &str, span: Span, expect: Expect) -> (Expr, Ty) {
         if let Some(v) = vars::resolve(n) {
             let what = format!("`{n}`");
@@ -1115,13 +1130,7 @@ impl<'a> Lowerer<'a> {
             if !self.scope_check(acc.read, span, &what, "readable", Code::NotReadable) {
                 return E;
             }
-            return match v {
-                VarRef::Var(var) => (Expr::Var(var), Ty::of(var.value_type())),
-                VarRef::Header(scope, h) => match self.header_name(&h, span) {
-                    Some(h) => (Expr::Header(scope, h), Ty::Str),
-                    None => E,
-                },
-            };
+            return self.read(v, span);
         }
         match self.syms.get(n) {
             Some(SymKind::Backend(id)) => {

@@ -30,7 +30,9 @@ pub(crate) fn var_access(v: Var) -> Access {
             acc(CLIENT, CLIENT, NONE)
         }
         ReqGrace | ReqTtl => acc(CLIENT, CLIENT, CLIENT),
-        ReqCanGzip | ReqEsiLevel | ReqProto | ReqRestarts | ReqXid => acc(CLIENT, NONE, NONE),
+        ReqCanGzip | ReqEsiLevel | ReqIsHitmiss | ReqIsHitpass | ReqProto | ReqRestarts | ReqXid => {
+            acc(CLIENT, NONE, NONE)
+        }
 
         BereqBackend => acc(BACKEND, BACKEND, NONE),
         // `vcl_pipe` edits the request that opens the tunnel.
@@ -39,14 +41,14 @@ pub(crate) fn var_access(v: Var) -> Access {
         BereqBetweenBytesTimeout | BereqConnectTimeout | BereqFirstByteTimeout => {
             acc(BACKEND, BACKEND, BACKEND)
         }
-        BereqProto | BereqRetries | BereqUncacheable | BereqXid => acc(BACKEND, NONE, NONE),
+        BereqIsBgfetch | BereqProto | BereqRetries | BereqUncacheable | BereqXid => acc(BACKEND, NONE, NONE),
 
-        BerespAge | BerespBackendName | BerespProto | BerespWas304 => acc(BERESP, NONE, NONE),
+        BerespAge | BerespBackend | BerespBackendName | BerespProto | BerespWas304 => acc(BERESP, NONE, NONE),
         BerespBody => acc(NONE, BE_ERROR, NONE),
         BerespDoEsi | BerespDoGunzip | BerespDoGzip | BerespDoStream | BerespGrace | BerespKeep
         | BerespReason | BerespStatus | BerespTtl | BerespUncacheable => acc(BERESP, BERESP, NONE),
 
-        ObjAge | ObjGrace | ObjHits | ObjKeep | ObjTtl => acc(OBJ, NONE, NONE),
+        ObjAge | ObjCanEsi | ObjGrace | ObjHits | ObjKeep | ObjTtl => acc(OBJ, NONE, NONE),
         ObjProto | ObjReason | ObjStatus => acc(HIT, NONE, NONE),
         ObjUncacheable => acc(DELIVER, NONE, NONE),
 
@@ -78,6 +80,8 @@ pub(crate) fn header_access(scope: Scope, name: &str) -> Access {
 pub(crate) enum VarRef {
     Var(Var),
     Header(Scope, String),
+    /// `req_top.*`: the top request, read-only; without ESI it is `req` itself.
+    Top(Box<VarRef>),
 }
 
 impl VarRef {
@@ -85,6 +89,7 @@ impl VarRef {
         match self {
             VarRef::Var(v) => var_access(*v),
             VarRef::Header(s, n) => header_access(*s, n),
+            VarRef::Top(req) => acc(req.access().read, NONE, NONE),
         }
     }
 
@@ -92,12 +97,21 @@ impl VarRef {
         match self {
             VarRef::Var(v) => v.value_type(),
             VarRef::Header(..) => ValueType::Str,
+            VarRef::Top(req) => req.value_type(),
         }
     }
 }
 
 /// Resolves `req.url`, `req.http.X-Foo`, ... Header names keep their spelling.
 pub(crate) fn resolve(name: &str) -> Option<VarRef> {
+    if let Some(field) = name.strip_prefix("req_top.") {
+        return match field {
+            "method" | "url" | "proto" => resolve(&format!("req.{field}")),
+            _ if field.starts_with("http.") => resolve(&format!("req.{field}")),
+            _ => None,
+        }
+        .map(|req| VarRef::Top(Box::new(req)));
+    }
     for (prefix, scope) in [
         ("req.http.", Scope::Req),
         ("bereq.http.", Scope::Bereq),
@@ -141,16 +155,7 @@ pub(crate) fn known_unsupported(name: &str) -> Option<&'static str> {
         "obj.lastuse" => "`obj.lastuse` is Varnish 3",
         "req.backend" => "`req.backend` is Varnish 3; use `req.backend_hint`",
         "req.grace.ttl" => "not a VCL variable",
-        "bereq.is_bgfetch" => {
-            "edgecache does not tell background refreshes apart in VCL yet; `beresp.grace` and \
-             `beresp.ttl` set in `vcl_backend_response` apply to both kinds of fetch"
-        }
-        "req.is_hitmiss" | "req.is_hitpass" => {
-            "edgecache does not expose hit-for-miss / hit-for-pass state to VCL; `vcl_pass` and \
-             `vcl_miss` run for those requests as for others"
-        }
         "local.socket" | "local.endpoint" => "edgecache's listeners are not named in VCL; use `server.ip`",
-        _ if n.starts_with("req_top.") => "ESI (`req_top.*`) is not supported by edgecache",
         _ if n.starts_with("sess.") => "`sess.*` timeouts are not supported by edgecache",
         _ if n.starts_with("storage.") => "`storage.*` is not supported by edgecache",
         _ if n.ends_with(".filters") => "filters are not supported by edgecache",

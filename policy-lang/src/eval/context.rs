@@ -122,6 +122,8 @@ vars! {
     ReqGrace = "req.grace": Duration,
     ReqHashAlwaysMiss = "req.hash_always_miss": Bool,
     ReqHashIgnoreBusy = "req.hash_ignore_busy": Bool,
+    ReqIsHitmiss = "req.is_hitmiss": Bool,
+    ReqIsHitpass = "req.is_hitpass": Bool,
     ReqMethod = "req.method": Str,
     ReqProto = "req.proto": Str,
     ReqRestarts = "req.restarts": Int,
@@ -134,6 +136,7 @@ vars! {
     BereqBetweenBytesTimeout = "bereq.between_bytes_timeout": Duration,
     BereqConnectTimeout = "bereq.connect_timeout": Duration,
     BereqFirstByteTimeout = "bereq.first_byte_timeout": Duration,
+    BereqIsBgfetch = "bereq.is_bgfetch": Bool,
     BereqMethod = "bereq.method": Str,
     BereqProto = "bereq.proto": Str,
     BereqRetries = "bereq.retries": Int,
@@ -142,6 +145,7 @@ vars! {
     BereqXid = "bereq.xid": Int,
 
     BerespAge = "beresp.age": Duration,
+    BerespBackend = "beresp.backend": Backend,
     BerespBackendName = "beresp.backend.name": Str,
     BerespBody = "beresp.body": Body,
     BerespDoEsi = "beresp.do_esi": Bool,
@@ -158,6 +162,7 @@ vars! {
     BerespWas304 = "beresp.was_304": Bool,
 
     ObjAge = "obj.age": Duration,
+    ObjCanEsi = "obj.can_esi": Bool,
     ObjGrace = "obj.grace": Duration,
     ObjHits = "obj.hits": Int,
     ObjKeep = "obj.keep": Duration,

@@ -51,6 +51,7 @@ pub(crate) async fn handle(
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
+    let logged = access_log::RequestFields::of(&request);
     let (mut parts, body) = request.into_parts();
     pipe::h2_websocket_as_upgrade(&mut parts);
     let mut request = Request::from_parts(parts, body);
@@ -94,6 +95,7 @@ pub(crate) async fn handle(
         client: client.ip(),
         tls,
         xid,
+        request: &logged,
     });
     response
 }
@@ -370,6 +372,7 @@ async fn lookup(
             ));
         }
         if shared.coalescer.is_hit_for_pass(&key) {
+            hooks.hit_for_miss();
             if let Some(action) = hooks.miss() {
                 return Err(action);
             }
@@ -433,6 +436,8 @@ trait PolicyHooks {
     fn delivering(&mut self, hits: u64);
     /// The key is pass-only (the policy's hit-for-pass): what to do instead of looking up.
     fn pass_only(&mut self) -> Option<Action>;
+    /// The key is hit-for-miss: `vcl_miss` and the fetch follow (`req.is_hitmiss`).
+    fn hit_for_miss(&mut self);
 }
 
 /// No policy, or one that defines neither `vcl_hit` nor `vcl_miss`.
@@ -441,6 +446,9 @@ struct Builtin {
     obj_hits: u64,
     /// Whether a policy runs (pass-only marks are a policy's; without one they are ignored).
     policy: bool,
+    /// `req.is_hitmiss`, `req.is_hitpass`.
+    hit_miss: bool,
+    hit_pass: bool,
 }
 
 impl PolicyHooks for Builtin {
@@ -457,7 +465,12 @@ impl PolicyHooks for Builtin {
     }
 
     fn pass_only(&mut self) -> Option<Action> {
+        self.hit_pass = self.policy;
         self.policy.then_some(Action::Pass)
+    }
+
+    fn hit_for_miss(&mut self) {
+        self.hit_miss = true;
     }
 }
 
@@ -491,7 +504,12 @@ impl PolicyHooks for VclHooks<'_> {
     }
 
     fn pass_only(&mut self) -> Option<Action> {
+        self.session.hit_pass = true;
         Some(Action::Pass)
+    }
+
+    fn hit_for_miss(&mut self) {
+        self.session.hit_miss = true;
     }
 }
 
@@ -521,6 +539,7 @@ async fn vcl_route(
             match action {
                 Action::Lookup => {
                     session.obj_hits = 0;
+                    (session.hit_miss, session.hit_pass) = (false, false);
                     let key = vcl_key(program, &mut session);
                     let route = Route::pick(version, session.backend_hint);
                     let looked = if session.hash_always_miss {
@@ -541,6 +560,8 @@ async fn vcl_route(
                         let looked =
                             lookup(shared, version, route, client, &session.req, key, &mut builtin).await;
                         session.obj_hits = builtin.obj_hits;
+                        session.hit_miss = builtin.hit_miss;
+                        session.hit_pass = builtin.hit_pass;
                         looked
                     };
                     match looked {

@@ -79,6 +79,9 @@ fn backend_request(
     if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
         request.extensions_mut().insert(*xid);
     }
+    if let Some(background) = parts.extensions.get::<vcl::BackgroundFetch>() {
+        request.extensions_mut().insert(*background);
+    }
     request
 }
 
@@ -368,7 +371,9 @@ pub(super) fn refresh_in_background(
         return;
     };
     h2_accounting::origin_fetch_started();
-    let bereq = fill_request(request, client.ip(), Some(&stale));
+    let mut request = request.clone();
+    request.extensions.insert(vcl::BackgroundFetch);
+    let bereq = fill_request(&request, client.ip(), Some(&stale));
     let task = FetchTask {
         shared: shared.clone(),
         version: version.clone(),
@@ -376,7 +381,7 @@ pub(super) fn refresh_in_background(
         hint: route.hint,
         key,
         leader: Some(leader),
-        request: request.clone(),
+        request,
         client: client.ip(),
         stale: Some(stale),
     };

@@ -29,6 +29,25 @@ pub(super) fn next_xid() -> i64 {
 #[derive(Clone, Copy)]
 pub(super) struct Xid(pub i64);
 
+/// Marks the parts of a background refresh (`bereq.is_bgfetch`).
+#[derive(Clone, Copy)]
+pub(super) struct BackgroundFetch;
+
+/// `server.hostname` (and `server.identity`, which has no flag of its own): the machine's
+/// name, read once.
+fn host_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        ["/proc/sys/kernel/hostname", "/etc/hostname"]
+            .iter()
+            .find_map(|path| std::fs::read_to_string(path).ok())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|name| name.trim().to_string())
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "localhost".to_string())
+    })
+}
+
 /// A header's value as VCL reads it: several lines joined with ", ".
 fn read_header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<Cow<'a, str>> {
     let mut values = headers.get_all(name).iter().filter_map(|v| v.to_str().ok());
@@ -119,6 +138,10 @@ pub(super) struct ClientSession {
     pub backend_hint: Option<BackendId>,
     pub resp: Option<ClientResponse>,
     pub obj_hits: u64,
+    /// The lookup found the key hit-for-miss (`req.is_hitmiss`) or hit-for-pass
+    /// (`req.is_hitpass`).
+    pub hit_miss: bool,
+    pub hit_pass: bool,
     /// The stored object, in `vcl_hit`.
     pub obj: Option<Arc<CachedObject>>,
     pub synthetic: Option<String>,
@@ -154,6 +177,8 @@ impl ClientSession {
             backend_hint,
             resp: None,
             obj_hits: 0,
+            hit_miss: false,
+            hit_pass: false,
             obj: None,
             synthetic: None,
             bans: Vec::new(),
@@ -173,6 +198,10 @@ impl Context for ClientSession {
             Var::ReqProto => Value::str(proto(self.req.version)),
             Var::ReqRestarts => Value::Int(i64::from(self.restarts)),
             Var::ReqXid => Value::Int(self.xid),
+            Var::ReqIsHitmiss => Value::Bool(self.hit_miss),
+            Var::ReqIsHitpass => Value::Bool(self.hit_pass),
+            Var::ServerHostname | Var::ServerIdentity => Value::str(host_name()),
+            Var::ObjCanEsi => Value::Bool(false),
             Var::ReqEsiLevel => Value::Int(0),
             Var::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),
             Var::ReqBackendHint => Value::Backend(self.backend_hint),
@@ -389,6 +418,22 @@ impl<'a> BackendSession<'a> {
     }
 }
 
+impl BackendSession<'_> {
+    /// `beresp.backend`: the policy's backend that answered (the member a director chose).
+    fn answering_backend(&self) -> Value<'_> {
+        let position = self
+            .version
+            .and_then(|version| version.policy.as_ref())
+            .and_then(|program| {
+                program
+                    .backends()
+                    .iter()
+                    .position(|b| b.name == self.backend_name)
+            });
+        position.map_or(Value::Unset, |i| Value::Backend(Some(BackendId::new(i as u32))))
+    }
+}
+
 impl Context for BackendSession<'_> {
     fn get(&self, var: Var) -> Value<'_> {
         let beresp = self.beresp.as_deref();
@@ -398,6 +443,9 @@ impl Context for BackendSession<'_> {
             Var::BereqProto => Value::str(proto(self.bereq.version)),
             Var::BereqUncacheable => Value::Bool(self.uncacheable),
             Var::BereqXid => Value::Int(self.xid),
+            Var::BereqIsBgfetch => Value::Bool(self.bereq.extensions.get::<BackgroundFetch>().is_some()),
+            Var::ServerHostname | Var::ServerIdentity => Value::str(host_name()),
+            Var::BerespBackend => self.answering_backend(),
             Var::BereqRetries => Value::Int(self.retries),
             Var::BereqBackend => Value::Backend(self.backend),
             Var::BerespStatus => beresp.map_or(Value::Unset, |r| Value::Int(i64::from(r.status.as_u16()))),
