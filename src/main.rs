@@ -252,9 +252,13 @@ struct ServeArgs {
     /// forwarded; "" disables. Default CDN-Cache-Control.
     #[arg(long, value_name = "NAME")]
     targeted_cache_control: Option<String>,
-    /// Access log format.
+    /// Access log format. Default compact.
     #[arg(long, value_enum)]
     log_format: Option<LogFormatArg>,
+    /// File the access log goes to instead of stderr (stdout for ncsa); appended to, and
+    /// reopened on SIGUSR1 (logrotate's postrotate).
+    #[arg(long, visible_alias = "log-file", value_name = "FILE")]
+    access_log: Option<PathBuf>,
     /// Admin API address, :PORT for every interface (needs --admin-token-file), or `off`.
     /// Default 127.0.0.1:6082.
     #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT|:PORT|off", value_parser = parse_admin_listen)]
@@ -329,6 +333,9 @@ fn parse_networks(text: &str) -> Result<Networks, String> {
 enum LogFormatArg {
     Compact,
     Json,
+    /// varnishncsa's default, Apache's combined format, on stdout or --access-log.
+    #[value(alias = "combined")]
+    Ncsa,
 }
 
 impl ServeArgs {
@@ -426,6 +433,7 @@ impl ServeArgs {
             self.log_format.map(|format| match format {
                 LogFormatArg::Compact => LogFormat::Compact,
                 LogFormatArg::Json => LogFormat::Json,
+                LogFormatArg::Ncsa => LogFormat::Ncsa,
             }),
         );
         set(
@@ -433,6 +441,7 @@ impl ServeArgs {
             self.admin_listen.map(|AdminListen(address)| address),
         );
         set(&mut config.admin_token_file, self.admin_token_file.map(Some));
+        set(&mut config.access_log, self.access_log.map(Some));
         if self.no_watch {
             config.watch_policy = false;
         }
@@ -588,7 +597,10 @@ fn serve(mut args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    edgecache_runtime::logging::init(config.log_format);
+    if let Err(error) = edgecache_runtime::logging::init(config.log_format, config.access_log.as_deref()) {
+        eprintln!("edgecache: {error}");
+        return ExitCode::from(2);
+    }
     let specs = config.listen.clone();
     let pid_file = match pid_file.map(PidFile::create).transpose() {
         Ok(pid_file) => pid_file,
@@ -740,7 +752,7 @@ fn admin(args: AdminArgs) -> ExitCode {
 }
 
 fn demo(listen: ListenSpec) -> ExitCode {
-    edgecache_runtime::logging::init(LogFormat::Compact);
+    edgecache_runtime::logging::init(LogFormat::Compact, None).expect("stderr needs no opening");
     let result = edgecache_runtime::run_demo(listen, |origin, proxy| {
         println!("edgecache demo: origin on http://{origin}, proxy on http://{proxy}\n");
         println!("Try (twice each, and watch X-Cache and Age):");
@@ -782,7 +794,7 @@ mod tests {
              --log-format json -T off --admin-token-file admin.token --no-watch \
              -a 127.0.0.1:8443,tls --tls-cert site.pem --tls-key site.key \
              --tls-cert-pair a.example=a.pem,a.key --tls-dir certs --tls-handshake-timeout 5s \
-             -p timeout_idle=7s -n shop -P edgecache.pid -F -j none";
+             -p timeout_idle=7s -n shop -P edgecache.pid -F -j none --access-log access.log";
         let cli = Cli::try_parse_from(flags.split_whitespace()).unwrap_or_else(|error| panic!("{error}"));
         let config = cli.serve.into_config().unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(config.listen[0].to_string(), "0.0.0.0:6081");
@@ -808,6 +820,10 @@ mod tests {
         assert_eq!(config.max_connections, 100);
         assert_eq!(config.pipe_timeout, Duration::from_secs(90));
         assert_eq!(config.max_pipes, 7);
+        assert_eq!(
+            config.access_log.as_deref(),
+            Some(std::path::Path::new("access.log"))
+        );
         // --idle-timeout wins over -p timeout_idle.
         assert_eq!(config.client_timeouts.idle, Duration::from_secs(3));
     }

@@ -4,10 +4,11 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
-use support::EXCHANGE_LIMIT;
+use support::{get, Origin, OriginReply, EXCHANGE_LIMIT};
 
 const EDGECACHE: &str = env!("CARGO_BIN_EXE_edgecache");
 
@@ -84,60 +85,246 @@ fn a_taken_admin_port_is_named_as_the_admin_listener() {
     );
 }
 
+/// `edgecache` as a child process with `RUST_LOG=info`, once it listens. Killed when dropped.
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// The start-up line naming the listener.
+    listening: String,
+    addr: SocketAddr,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(EDGECACHE)
+            .args(["-a", "127.0.0.1:0", "-T", "off"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("runs edgecache");
+        let (send, lines) = mpsc::channel();
+        for output in [
+            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().unwrap()),
+        ] {
+            let send = send.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(output).lines().map_while(Result::ok) {
+                    let _ = send.send(line);
+                }
+            });
+        }
+        let listening = loop {
+            let line = lines
+                .recv_timeout(EXCHANGE_LIMIT)
+                .expect("edgecache logs that it listens");
+            if line.contains("listening") {
+                break line;
+            }
+        };
+        // `address=127.0.0.1:PORT` in compact lines, `"address":"127.0.0.1:PORT"` in JSON.
+        let addr = regex::Regex::new(r"127\.0\.0\.1:\d+")
+            .unwrap()
+            .find(&listening)
+            .and_then(|addr| addr.as_str().parse().ok())
+            .unwrap_or_else(|| panic!("no address in {listening}"));
+        Running {
+            child,
+            lines,
+            listening,
+            addr,
+        }
+    }
+
+    /// Waits for an output line (stdout or stderr) containing `text`.
+    fn line_with(&self, text: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(EXCHANGE_LIMIT)
+                .unwrap_or_else(|_| panic!("no line with {text:?}"));
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name}");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `-P FILE` holds the pid from start to exit; `-F`, `-j none`, `-n`, `-s malloc,SIZE`, `-p`
 /// and `-b http://` are accepted on the way.
 #[test]
 fn pid_file_is_written_at_start_and_removed_at_exit() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("edgecache.pid");
-    let mut child = Command::new(EDGECACHE)
-        .args([
-            "-a",
-            "127.0.0.1:0",
-            "-T",
-            "off",
-            "-F",
-            "-j",
-            "none",
-            "-n",
-            "shop-cache",
-        ])
-        .args(["-s", "malloc,64m", "-p", "default_ttl=2m", "-p", "feature=+http2"])
-        .args(["-b", "http://127.0.0.1:9", "-P"])
-        .arg(&pid_file)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("runs edgecache");
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = send.send(line);
-        }
-    });
-    let listening = loop {
-        let line = lines
-            .recv_timeout(EXCHANGE_LIMIT)
-            .expect("edgecache logs that it listens");
-        if line.contains("listening") {
-            break line;
-        }
-    };
+    let pid_path = pid_file.to_str().unwrap();
+    let mut running = Running::start(&[
+        "-F",
+        "-j",
+        "none",
+        "-n",
+        "shop-cache",
+        "-s",
+        "malloc,64m",
+        "-p",
+        "default_ttl=2m",
+        "-p",
+        "feature=+http2",
+        "-b",
+        "http://127.0.0.1:9",
+        "-P",
+        pid_path,
+    ]);
     assert!(
-        listening.contains("shop-cache"),
-        "-n names the instance: {listening}"
+        running.listening.contains("shop-cache"),
+        "-n names the instance: {}",
+        running.listening
     );
     let written = std::fs::read_to_string(&pid_file).expect("the pid file exists while running");
-    assert_eq!(written.trim(), child.id().to_string());
+    assert_eq!(written.trim(), running.child.id().to_string());
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = child.wait().unwrap();
+    running.signal("TERM");
+    let exit = running.child.wait().unwrap();
     assert!(exit.success(), "{exit:?}");
     assert!(!pid_file.exists(), "the pid file is removed at exit");
+}
+
+async fn named_origin() -> Origin {
+    Origin::start(|_| OriginReply::ok("hello").cache_control("max-age=60")).await
+}
+
+/// One request with the fields the access log records.
+async fn logged_request(addr: SocketAddr, target: &str) {
+    let reply = get(
+        addr,
+        target,
+        &[
+            ("host", "shop.example"),
+            ("user-agent", "curl/8.5 \"quoted\""),
+            ("referer", "http://shop.example/start"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+}
+
+/// The combined format parses with the usual regex; `--access-log` is reopened on SIGUSR1 after
+/// logrotate moved it, and the next line goes to the new file.
+#[tokio::test]
+async fn ncsa_lines_parse_as_combined_and_the_file_reopens_on_sigusr1() {
+    let origin = named_origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let backend = origin.addr.to_string();
+    let running = Running::start(&[
+        "-b",
+        &backend,
+        "--log-format",
+        "ncsa",
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    logged_request(running.addr, "/first?x=1").await;
+    let combined = regex::Regex::new(
+        r#"^(\S+) (\S+) (\S+) \[([\w:/]+\s[+\-]\d{4})\] "(\S+) (\S+)\s*(\S+)?\s*" (\d{3}) (\S+) "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$"#,
+    )
+    .unwrap();
+    let first = eventually_line(&log, "/first");
+    let fields = combined
+        .captures(&first)
+        .unwrap_or_else(|| panic!("not combined: {first}"));
+    assert_eq!(&fields[1], "127.0.0.1");
+    assert_eq!(&fields[5], "GET");
+    assert_eq!(&fields[6], "http://shop.example/first?x=1");
+    assert_eq!(&fields[7], "HTTP/1.1");
+    assert_eq!(&fields[8], "200");
+    // The body's length when known as the response starts (a streamed miss may not know it).
+    assert!(["5", "-"].contains(&&fields[9]), "{first}");
+    assert_eq!(&fields[10], "http://shop.example/start");
+    assert_eq!(&fields[11], r#"curl/8.5 \"quoted\""#);
+
+    let rotated = dir.path().join("access.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    running.signal("USR1");
+    running.line_with("access log reopened");
+    logged_request(running.addr, "/second").await;
+    let second = eventually_line(&log, "/second");
+    assert!(combined.is_match(&second), "{second}");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(old.contains("/first") && !old.contains("/second"), "{old}");
+}
+
+/// The JSON access line carries the request id, Host, User-Agent and Referer.
+#[tokio::test]
+async fn json_access_lines_name_the_host_agent_referer_and_request_id() {
+    let origin = named_origin().await;
+    let backend = origin.addr.to_string();
+    let running = Running::start(&["-b", &backend, "--log-format", "json"]);
+    logged_request(running.addr, "/json").await;
+    let line = running.line_with("\"url\":\"/json\"");
+    let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(record["host"], "shop.example", "{line}");
+    assert_eq!(record["user_agent"], "curl/8.5 \"quoted\"", "{line}");
+    assert_eq!(record["referer"], "http://shop.example/start", "{line}");
+    assert!(record["xid"].as_i64().is_some_and(|xid| xid > 0), "{line}");
+}
+
+/// The line of `path` in the access log `file`, once written (the write follows the response).
+fn eventually_line(file: &std::path::Path, path: &str) -> String {
+    let deadline = std::time::Instant::now() + EXCHANGE_LIMIT;
+    while std::time::Instant::now() < deadline {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if let Some(line) = text.lines().find(|line| line.contains(path)) {
+            return line.to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("no access line for {path} in {}", file.display());
+}
+
+/// `--access-log FILE` in the JSON format: access lines go to the file, the rest stays on
+/// stderr.
+#[tokio::test]
+async fn access_log_file_takes_the_access_lines_off_stderr() {
+    let origin = named_origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.json");
+    let backend = origin.addr.to_string();
+    let running = Running::start(&[
+        "-b",
+        &backend,
+        "--log-format",
+        "json",
+        "--log-file",
+        log.to_str().unwrap(),
+    ]);
+    logged_request(running.addr, "/to-file").await;
+    let line = eventually_line(&log, "/to-file");
+    let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(record["host"], "shop.example", "{line}");
+    let mut running = running;
+    running.child.kill().unwrap();
+    running.child.wait().unwrap();
+    // The readers end with the pipes, so every line written to stderr or stdout is in `lines`.
+    let printed: Vec<String> = running.lines.iter().collect();
+    assert!(
+        !printed.iter().any(|line| line.contains("/to-file")),
+        "{printed:?}"
+    );
 }

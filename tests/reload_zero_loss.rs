@@ -68,7 +68,7 @@ async fn no_request_fails_while_the_policy_is_rewritten_100_times() {
             let mut n = 0usize;
             while !done.load(Ordering::Relaxed) {
                 n += 1;
-                let path = if n % 2 == 0 {
+                let path = if n.is_multiple_of(2) {
                     format!("/cached/{}", (n / 2) % 16)
                 } else {
                     format!("/pass/{connection}")

@@ -29,7 +29,8 @@
 //! keep = "10m"
 //! ignore_request_cache_control = false
 //! targeted_cache_control = "CDN-Cache-Control"   # "" disables
-//! log_format = "compact"   # or "json"
+//! log_format = "compact"   # or "json", or "ncsa" (varnishncsa / Apache combined)
+//! access_log = "/var/log/edgecache/access.log"   # instead of stderr; reopened on SIGUSR1
 //! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
 //! admin_token_file = "admin.token"  # required when admin_listen is not loopback
 //! watch = true                      # reload when the policy or an include changes
@@ -118,6 +119,7 @@ pub struct FileConfig {
     log_format: Option<String>,
     admin_listen: Option<String>,
     admin_token_file: Option<PathBuf>,
+    access_log: Option<PathBuf>,
     watch: Option<bool>,
     tls: Option<Vec<super::tls::TlsFileEntry>>,
     tls_dir: Option<PathBuf>,
@@ -391,6 +393,9 @@ impl FileConfig {
         if let Some(token_file) = self.admin_token_file {
             config.admin_token_file = Some(base_dir.join(token_file));
         }
+        if let Some(access_log) = self.access_log {
+            config.access_log = Some(base_dir.join(access_log));
+        }
         if let Some(watch) = self.watch {
             config.watch_policy = watch;
         }
@@ -412,11 +417,12 @@ impl FileConfig {
             config.log_format = match format.as_str() {
                 "compact" => LogFormat::Compact,
                 "json" => LogFormat::Json,
+                "ncsa" | "combined" => LogFormat::Ncsa,
                 other => {
                     return Err(ConfigError::new(
                         "log_format",
                         format!("`{other}` is not a log format"),
-                        "\"compact\" or \"json\"",
+                        "\"compact\", \"json\" or \"ncsa\" (\"combined\")",
                     ))
                 }
             };

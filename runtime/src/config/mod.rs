@@ -82,6 +82,9 @@ pub enum LogFormat {
     Compact,
     /// One JSON object per request.
     Json,
+    /// varnishncsa's default, Apache's combined format: one line per request on stdout (or
+    /// the `access_log` file), other logs compact on stderr.
+    Ncsa,
 }
 
 /// Who may make edgecache drop stored responses by sending an unsafe method (`POST`, `PUT`,
@@ -350,6 +353,9 @@ pub struct Config {
     pub targeted_cache_control: Option<HeaderName>,
     /// Access log format.
     pub log_format: LogFormat,
+    /// `--access-log FILE`: where access lines go instead of stderr (stdout for NCSA),
+    /// appended to and reopened on SIGUSR1. Default `None`.
+    pub access_log: Option<PathBuf>,
     /// Address of the admin API (`-T`); `None` disables it. `Config::default()` leaves it off so
     /// embedded and test servers open no second port; the `edgecache` binary defaults to
     /// `127.0.0.1:6082`, as varnishd's `-T` does.
@@ -404,6 +410,7 @@ impl Default for Config {
             log_format: LogFormat::Compact,
             admin_listen: None,
             admin_token_file: None,
+            access_log: None,
             watch_policy: true,
             plugin_limits: crate::plugin::Limits::default(),
             tls: TlsSettings::default(),

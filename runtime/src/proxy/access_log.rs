@@ -1,8 +1,9 @@
-//! One access-log event per request, on the `edgecache::access` tracing target.
+//! One access-log event per request, on the `edgecache::access` tracing target, or one NCSA
+//! (varnishncsa / Apache combined) line when that is the format.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use http::{Method, StatusCode, Uri};
+use http::{header, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
 use crate::cache::state::CacheState;
 
@@ -20,9 +21,42 @@ pub struct AccessRecord<'a> {
     pub tls: Option<&'static str>,
     /// The request's id: `req.xid` in a policy, the `XID` of the builtin error pages.
     pub xid: i64,
+    pub request: &'a RequestFields,
+}
+
+/// What the log keeps of the client's request head, taken before the request is consumed.
+pub struct RequestFields {
+    host: Option<HeaderValue>,
+    user_agent: Option<HeaderValue>,
+    referer: Option<HeaderValue>,
+    version: Version,
+}
+
+impl RequestFields {
+    pub fn of<B>(request: &Request<B>) -> RequestFields {
+        let field = |name| request.headers().get(name).cloned();
+        RequestFields {
+            // HTTP/2 carries the host as :authority, which hyper puts in the URI.
+            host: field(header::HOST).or_else(|| {
+                let authority = request.uri().authority()?;
+                HeaderValue::from_str(authority.as_str()).ok()
+            }),
+            user_agent: field(header::USER_AGENT),
+            referer: field(header::REFERER),
+            version: request.version(),
+        }
+    }
+}
+
+/// A field's value for the log; `-` when absent or not visible ASCII.
+fn shown(value: Option<&HeaderValue>) -> &str {
+    value.and_then(|value| value.to_str().ok()).unwrap_or("-")
 }
 
 pub fn record(entry: AccessRecord<'_>) {
+    if crate::logging::write_ncsa(&ncsa_line(&entry, SystemTime::now())) {
+        return;
+    }
     tracing::info!(
         target: "edgecache::access",
         client = %entry.client,
@@ -35,5 +69,48 @@ pub fn record(entry: AccessRecord<'_>) {
         backend = entry.backend.unwrap_or("-"),
         tls = entry.tls.unwrap_or("-"),
         xid = entry.xid,
+        host = shown(entry.request.host.as_ref()),
+        user_agent = shown(entry.request.user_agent.as_ref()),
+        referer = shown(entry.request.referer.as_ref()),
     );
+}
+
+/// varnishncsa's default format, `%h %l %u %t "%r" %s %b "%{Referer}i" "%{User-agent}i"`,
+/// with `%r` as varnishncsa writes it (`GET http://HOST/path HTTP/1.1`).
+fn ncsa_line(entry: &AccessRecord<'_>, now: SystemTime) -> String {
+    let request = entry.request;
+    let target = entry.uri.path_and_query().map_or("/", |target| target.as_str());
+    let bytes = entry
+        .bytes
+        .map_or_else(|| "-".to_string(), |bytes| bytes.to_string());
+    format!(
+        "{client} - - {time} \"{method} http://{host}{target} {version:?}\" {status} {bytes} \"{referer}\" \"{agent}\"",
+        client = entry.client,
+        time = ncsa_time(now),
+        method = entry.method,
+        host = shown(request.host.as_ref()),
+        version = request.version,
+        status = entry.status.as_u16(),
+        referer = quoted(shown(request.referer.as_ref())),
+        agent = quoted(shown(request.user_agent.as_ref())),
+    )
+}
+
+/// `[01/Dec/2026:11:20:00 +0000]`, from the HTTP date `Tue, 01 Dec 2026 11:20:00 GMT`.
+fn ncsa_time(now: SystemTime) -> String {
+    let date = httpdate::fmt_http_date(now);
+    let parts: Vec<&str> = date.split(' ').collect();
+    match parts[..] {
+        [_, day, month, year, time, _] => format!("[{day}/{month}/{year}:{time} +0000]"),
+        _ => format!("[{date}]"),
+    }
+}
+
+/// A field inside NCSA's double quotes: a `"` or `\\` in it escaped, as Apache does.
+fn quoted(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.contains(['"', '\\']) {
+        value.replace('\\', "\\\\").replace('"', "\\\"").into()
+    } else {
+        value.into()
+    }
 }
