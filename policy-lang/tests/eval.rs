@@ -525,3 +525,27 @@ fn varnish_request_state_variables_check_and_req_top_is_read_only() {
     .expect_err("req_top is read-only");
     assert!(written.render().contains("req_top.url"), "{}", written.render());
 }
+
+#[test]
+fn directors_may_be_created_in_a_sub_vcl_init_calls() {
+    let p = program(
+        "vcl 4.1;\nimport directors;\n\
+         backend a { .host = \"10.0.0.1\"; }\n\
+         backend b { .host = \"10.0.0.2\"; }\n\
+         sub make_directors { new rr = directors.round_robin(); rr.add_backend(a); rr.add_backend(b); }\n\
+         sub vcl_init { call make_directors; }\n\
+         sub vcl_recv { set req.backend_hint = rr.backend(); }",
+    );
+    assert_eq!(p.run(Sub::Init, &mut TestContext::new()), Action::Ok);
+    let mut picks = Vec::new();
+    for _ in 0..2 {
+        let mut c = TestContext::request("GET", "/");
+        p.run(Sub::Recv, &mut c);
+        let Value::Backend(Some(hint)) = c.get_var(Var::ReqBackendHint) else {
+            panic!("no backend hint");
+        };
+        assert_eq!(p.backend_name(hint), "rr");
+        picks.push(p.resolve_backend(hint, &c));
+    }
+    assert_ne!(picks[0], picks[1], "round robin over the members the sub added");
+}

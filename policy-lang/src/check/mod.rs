@@ -314,8 +314,24 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         }
     }
 
-    // Directors: `new NAME = directors.KIND();` at the top of vcl_init.
-    if let Some(&i) = sub_index.get("vcl_init") {
+    // Directors: `new NAME = directors.KIND();` at the top of vcl_init or of a custom sub it
+    // calls (at its top, transitively), in the order they run.
+    let mut init_subs: Vec<usize> = sub_index.get("vcl_init").copied().into_iter().collect();
+    let mut next = 0;
+    while let Some(&i) = init_subs.get(next) {
+        next += 1;
+        for st in subs[i].defs.iter().flat_map(|def| &def.body) {
+            if let Some(&called) = match &st.kind {
+                StmtKind::Call(id) => sub_index.get(&id.name),
+                _ => None,
+            } {
+                if !init_subs.contains(&called) {
+                    init_subs.push(called);
+                }
+            }
+        }
+    }
+    for i in init_subs {
         for def in &subs[i].defs {
             for st in &def.body {
                 if let StmtKind::New { name, ctor } = &st.kind {
