@@ -1,6 +1,7 @@
 //! Varnish VCL that edgecache runs as Varnish 7.7 does (issue 17 #2), over real sockets: a
 //! policy written for the test, edgecache running it, a counting origin behind it.
 
+mod reload_support;
 mod support;
 
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use edgecache_runtime::Running;
+use reload_support::{admin, admin_json};
 use support::{start_proxy, CapturedLog, Client, Origin, OriginReply};
 
 /// edgecache running `policy` (VCL text) in front of `origin`.
@@ -160,4 +162,74 @@ sub vcl_recv {{ if (req.url == \"/denied\") {{ return (synth(503)); }} }}
         seen.push(xid);
     }
     assert_ne!(seen[0], seen[1], "each request has its own id");
+}
+
+// === builtin subs ===
+
+#[tokio::test]
+async fn a_user_vcl_req_cookie_returning_hash_caches_a_request_with_that_cookie() {
+    let origin = Origin::fixed(OriginReply::ok("page").cache_control("max-age=600")).await;
+    let (_proxy, addr) = start_with_policy(
+        "req_cookie",
+        r#"vcl 4.1;
+sub vcl_req_cookie {
+    if (req.http.cookie ~ "^consent=") {
+        return (hash);
+    }
+}
+"#,
+        &origin,
+    )
+    .await;
+    let client = Client::new();
+    let consent = [("cookie", "consent=yes")];
+    assert_eq!(client.get(addr, "/", &consent).await.cache(), "MISS");
+    assert_eq!(client.get(addr, "/", &consent).await.cache(), "HIT");
+    // The builtin's decision stays for other cookies: passed.
+    assert_eq!(
+        client.get(addr, "/", &[("cookie", "session=1")]).await.cache(),
+        "PASS"
+    );
+    assert_eq!(origin.requests(), 2);
+}
+
+// === PCRE2 limits ===
+
+#[tokio::test]
+async fn a_regex_that_hits_the_pcre_limit_is_no_match_and_counted_in_stats_and_metrics() {
+    let origin = Origin::fixed(OriginReply::ok("page")).await;
+    // Nested quantifiers with a look-behind (PCRE2 only): exponential backtracking on a URL
+    // that almost matches.
+    let path = support::write_policy(
+        "pcre_limit",
+        r#"vcl 4.1;
+sub vcl_recv {
+    if (req.url ~ "^/(a+)+(?<!b)$") {
+        return (synth(200, "matched"));
+    }
+    return (synth(404, "no match"));
+}
+"#,
+    );
+    let (running, addr) = start_proxy(origin.addr, |config| {
+        config.policy = Some(path);
+        config.admin_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    })
+    .await;
+    let before = admin_json(&running, "/stats").await["pcre_limit_hits"]
+        .as_u64()
+        .expect("pcre_limit_hits in /stats");
+    let target = format!("/{}!", "a".repeat(40));
+    assert_eq!(Client::new().get(addr, &target, &[]).await.status.as_u16(), 404);
+    let after = admin_json(&running, "/stats").await["pcre_limit_hits"]
+        .as_u64()
+        .unwrap();
+    assert!(after > before, "{before} -> {after}");
+    let metrics = admin(&running, "GET", "/metrics", "").await.body;
+    let line = metrics
+        .lines()
+        .find(|line| line.starts_with("edgecache_pcre_limit_hits_total "))
+        .unwrap_or_else(|| panic!("no counter: {metrics}"));
+    let counted: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(counted >= after, "{line}");
 }

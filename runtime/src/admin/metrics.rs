@@ -160,6 +160,12 @@ impl Collector for Counters {
             "Pipes refused with 503 because --max-pipes tunnels were open",
             load(&stats.pipes_refused),
         )?;
+        counter(
+            &mut encoder,
+            "edgecache_pcre_limit_hits",
+            "Policy regex matches that hit PCRE2's match or depth limit (counted as no match)",
+            policy_lang::pcre_limit_hits(),
+        )?;
         let version = shared.active.load_full();
         let backends = || {
             version

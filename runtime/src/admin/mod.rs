@@ -326,6 +326,7 @@ fn stats(state: &State) -> Value {
         "pipes": stats.pipes.load(Relaxed),
         "pipe_bytes": stats.pipe_bytes.load(Relaxed),
         "pipes_refused": stats.pipes_refused.load(Relaxed),
+        "pcre_limit_hits": policy_lang::pcre_limit_hits(),
         "cache": {
             "objects": shared.store.entry_count(),
             "bytes": shared.store.weighted_size(),
