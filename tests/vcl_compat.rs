@@ -233,3 +233,30 @@ sub vcl_recv {
     let counted: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(counted >= after, "{line}");
 }
+
+// === local.socket / local.endpoint / server.hostname ===
+
+#[tokio::test]
+async fn local_socket_and_endpoint_name_the_listener_the_request_came_in_on() {
+    let origin = Origin::fixed(OriginReply::ok("page")).await;
+    let (_proxy, addr) = start_with_policy(
+        "listener_names",
+        r#"vcl 4.1;
+sub vcl_recv {
+    return (synth(200, local.socket + " " + local.endpoint + " " + server.hostname));
+}
+"#,
+        &origin,
+    )
+    .await;
+    let page = Client::new().get(addr, "/", &[]).await;
+    let reason = page.text();
+    let mut words = reason
+        .split("<h1>Error 200 ")
+        .nth(1)
+        .expect("the builtin page")
+        .split(' ');
+    assert_eq!(words.next(), Some("a0"), "{reason}");
+    assert_eq!(words.next(), Some(addr.to_string().as_str()), "{reason}");
+    assert!(words.next().is_some_and(|host| !host.is_empty()), "{reason}");
+}

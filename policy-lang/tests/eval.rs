@@ -499,7 +499,7 @@ fn varnish_request_state_variables_check_and_req_top_is_read_only() {
          sub vcl_pass { if (req.is_hitpass) { set req.http.x-hp = \"1\"; } }\n\
          sub vcl_recv { set req.http.x-top = req_top.url + req_top.method + req_top.proto + req_top.http.host; \
                         set req.http.x-req = req.url + req.method + req.proto + req.http.host; \
-                        set req.http.x-server = server.hostname + server.identity; }\n\
+                        set req.http.x-server = server.hostname + server.identity + local.socket + local.endpoint; }\n\
          sub vcl_backend_fetch { if (bereq.is_bgfetch) { set bereq.http.x-bg = \"1\"; } }\n\
          sub vcl_backend_response { set beresp.http.x-backend = beresp.backend; }\n\
          sub vcl_deliver { if (obj.can_esi) { set resp.http.x-esi = \"1\"; } }\n",

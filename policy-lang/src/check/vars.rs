@@ -24,6 +24,7 @@ pub(crate) fn var_access(v: Var) -> Access {
     match v {
         ClientIp | ServerIp | RemoteIp | LocalIp => acc(CLIENT | BACKEND, NONE, NONE),
         ClientIdentity => acc(CLIENT | BACKEND, CLIENT, NONE),
+        LocalSocket | LocalEndpoint => acc(CLIENT, NONE, NONE),
         ServerHostname | ServerIdentity | Now => acc(ALL, NONE, NONE),
 
         ReqBackendHint | ReqHashAlwaysMiss | ReqHashIgnoreBusy | ReqMethod | ReqUrl => {
@@ -155,7 +156,6 @@ pub(crate) fn known_unsupported(name: &str) -> Option<&'static str> {
         "obj.lastuse" => "`obj.lastuse` is Varnish 3",
         "req.backend" => "`req.backend` is Varnish 3; use `req.backend_hint`",
         "req.grace.ttl" => "not a VCL variable",
-        "local.socket" | "local.endpoint" => "edgecache's listeners are not named in VCL; use `server.ip`",
         _ if n.starts_with("sess.") => "`sess.*` timeouts are not supported by edgecache",
         _ if n.starts_with("storage.") => "`storage.*` is not supported by edgecache",
         _ if n.ends_with(".filters") => "filters are not supported by edgecache",

@@ -114,6 +114,8 @@ vars! {
     ServerIp = "server.ip": Ip,
     RemoteIp = "remote.ip": Ip,
     LocalIp = "local.ip": Ip,
+    LocalSocket = "local.socket": Str,
+    LocalEndpoint = "local.endpoint": Str,
     Now = "now": Time,
 
     ReqBackendHint = "req.backend_hint": Backend,

@@ -54,6 +54,7 @@ pub(crate) use driver::handle;
 pub(crate) use h2_accounting::origin_fetch_started;
 pub(crate) use h2_accounting::{refused_stream, OriginFetches};
 pub(crate) use request_checks::MAX_METHOD_LEN;
+pub(crate) use vcl::ListenerName;
 
 /// What every request shares: settings, the cache, the origin.
 pub(crate) struct Shared {

@@ -29,6 +29,13 @@ pub(super) fn next_xid() -> i64 {
 #[derive(Clone, Copy)]
 pub(super) struct Xid(pub i64);
 
+/// The listener a request came in on, as Varnish names its `-a` sockets: `local.socket`
+/// (`a0`, `a1`, ... in `-a` order) and `local.endpoint` (its bound address).
+pub(crate) struct ListenerName {
+    pub socket: String,
+    pub endpoint: String,
+}
+
 /// Marks the parts of a background refresh (`bereq.is_bgfetch`).
 #[derive(Clone, Copy)]
 pub(super) struct BackgroundFetch;
@@ -201,6 +208,17 @@ impl Context for ClientSession {
             Var::ReqIsHitmiss => Value::Bool(self.hit_miss),
             Var::ReqIsHitpass => Value::Bool(self.hit_pass),
             Var::ServerHostname | Var::ServerIdentity => Value::str(host_name()),
+            Var::LocalSocket | Var::LocalEndpoint => {
+                self.req
+                    .extensions
+                    .get::<Arc<ListenerName>>()
+                    .map_or(Value::Unset, |listener| {
+                        Value::str(match var {
+                            Var::LocalSocket => &listener.socket,
+                            _ => &listener.endpoint,
+                        })
+                    })
+            }
             Var::ObjCanEsi => Value::Bool(false),
             Var::ReqEsiLevel => Value::Int(0),
             Var::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),

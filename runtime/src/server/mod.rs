@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::backend::ConnectionAddresses;
 use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits};
-use crate::proxy::{self, ClientTls, Shared};
+use crate::proxy::{self, ClientTls, ListenerName, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
 use limits::{ConnectionCap, Occasional};
@@ -93,7 +93,13 @@ pub(crate) async fn serve(
     let cap = Arc::new(ConnectionCap::new(options.max_connections));
     cap.check_file_limit();
     let mut accepting = tokio::task::JoinSet::new();
-    for (listener, spec) in listeners {
+    for (index, (listener, spec)) in listeners.into_iter().enumerate() {
+        let name = ListenerName {
+            socket: format!("a{index}"),
+            endpoint: listener
+                .local_addr()
+                .map_or_else(|_| spec.addr.to_string(), |addr| addr.to_string()),
+        };
         accepting.spawn(accept_loop(
             listener,
             spec,
@@ -105,6 +111,7 @@ pub(crate) async fn serve(
                 request_limits: options.request_limits,
                 h2_limits: options.h2_limits,
                 tls: spec.tls.then(|| options.tls.clone()).flatten(),
+                listener: Arc::new(name),
             },
             cap.clone(),
         ));
@@ -131,6 +138,8 @@ struct Client {
     h2_limits: H2Limits,
     /// Set on `,tls` listeners.
     tls: Option<Arc<Terminator>>,
+    /// `local.socket` / `local.endpoint` of this listener's requests.
+    listener: Arc<ListenerName>,
 }
 
 async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, cap: Arc<ConnectionCap>) {
@@ -210,6 +219,7 @@ async fn serve_client<S>(
         request_limits,
         h2_limits,
         tls: _,
+        listener,
     } = client;
     let activity = Activity::new();
     let requests = activity.clone();
@@ -222,6 +232,7 @@ async fn serve_client<S>(
         let streams = streams.clone();
         let in_flight = requests.request_started(request.version());
         request.extensions_mut().insert(addresses);
+        request.extensions_mut().insert(listener.clone());
         if let Some(tls) = &tls {
             request.extensions_mut().insert(tls.clone());
         }
