@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use edgecache_runtime::config::{
     parse_certificate_pair, parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen,
-    parse_size, parse_storage, CacheAdmission, CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec,
-    LogFormat,
+    parse_log_format, parse_size, parse_storage, CacheAdmission, CertificateFiles, FileConfig,
+    InvalidateOnUnsafe, ListenSpec, LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
 
@@ -252,9 +252,11 @@ struct ServeArgs {
     /// forwarded; "" disables. Default CDN-Cache-Control.
     #[arg(long, value_name = "NAME")]
     targeted_cache_control: Option<String>,
-    /// Access log format. Default compact.
-    #[arg(long, value_enum)]
-    log_format: Option<LogFormatArg>,
+    /// Access log format: compact, json, ncsa (alias combined: varnishncsa's default, Apache's
+    /// combined format, on stdout or --access-log), or a varnishncsa format string such as
+    /// '%h %t "%r" %s %b %{Varnish:handling}x %D'. Default compact.
+    #[arg(long, value_name = "compact|json|ncsa|FORMAT", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
     /// File the access log goes to instead of stderr (stdout for ncsa); appended to, and
     /// reopened on SIGUSR1 (logrotate's postrotate).
     #[arg(long, visible_alias = "log-file", value_name = "FILE")]
@@ -327,15 +329,6 @@ struct Networks(Vec<ipnet::IpNet>);
 
 fn parse_networks(text: &str) -> Result<Networks, String> {
     parse_cidr_list(text).map(Networks)
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormatArg {
-    Compact,
-    Json,
-    /// varnishncsa's default, Apache's combined format, on stdout or --access-log.
-    #[value(alias = "combined")]
-    Ncsa,
 }
 
 impl ServeArgs {
@@ -428,14 +421,7 @@ impl ServeArgs {
                 })?),
             };
         }
-        set(
-            &mut config.log_format,
-            self.log_format.map(|format| match format {
-                LogFormatArg::Compact => LogFormat::Compact,
-                LogFormatArg::Json => LogFormat::Json,
-                LogFormatArg::Ncsa => LogFormat::Ncsa,
-            }),
-        );
+        set(&mut config.log_format, self.log_format);
         set(
             &mut config.admin_listen,
             self.admin_listen.map(|AdminListen(address)| address),
@@ -597,7 +583,9 @@ fn serve(mut args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(error) = edgecache_runtime::logging::init(config.log_format, config.access_log.as_deref()) {
+    if let Err(error) =
+        edgecache_runtime::logging::init(config.log_format.clone(), config.access_log.as_deref())
+    {
         eprintln!("edgecache: {error}");
         return ExitCode::from(2);
     }

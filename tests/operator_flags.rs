@@ -62,6 +62,14 @@ fn every_bad_varnishd_flag_exits_2_naming_what_is_accepted() {
         ),
         (&["-b", "127.0.0.1:9", "-T", ":6082"][..], "--admin-token-file"),
         (&["-b", "127.0.0.1:9", "--no-such-flag"][..], "--no-such-flag"),
+        (
+            &["-b", "127.0.0.1:9", "--log-format", "%h %Z"][..],
+            "`%Z` is not a format code; accepted: %b",
+        ),
+        (
+            &["-b", "127.0.0.1:9", "--log-format", "apache"][..],
+            "accepted: compact, json, ncsa",
+        ),
         (&[][..], "-b HOST:PORT"),
     ] {
         let (code, stderr) = refused(args);
@@ -327,4 +335,25 @@ async fn access_log_file_takes_the_access_lines_off_stderr() {
         !printed.iter().any(|line| line.contains("/to-file")),
         "{printed:?}"
     );
+}
+
+/// A varnishncsa format string: the cache's handling and the request id as codes, on stdout.
+#[tokio::test]
+async fn a_custom_format_string_logs_the_handling_and_request_id() {
+    let origin = named_origin().await;
+    let backend = origin.addr.to_string();
+    let format = r#"%h "%r" %s %{Varnish:handling}x xid=%{Varnish:vxid}x %{Host}i %U%q"#;
+    let running = Running::start(&["-b", &backend, "--log-format", format]);
+    logged_request(running.addr, "/custom?a=b").await;
+    logged_request(running.addr, "/custom?a=b").await;
+    let pattern = regex::Regex::new(
+        r#"^127\.0\.0\.1 "GET http://shop\.example/custom\?a=b HTTP/1\.1" 200 (miss|hit) xid=(\d+) shop\.example /custom\?a=b$"#,
+    )
+    .unwrap();
+    let first = running.line_with("/custom");
+    let second = running.line_with("/custom");
+    let first = pattern.captures(&first).unwrap_or_else(|| panic!("{first}"));
+    let second = pattern.captures(&second).unwrap_or_else(|| panic!("{second}"));
+    assert_eq!((&first[1], &second[1]), ("miss", "hit"));
+    assert_ne!(&first[2], &second[2], "each request has its own id");
 }

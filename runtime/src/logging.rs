@@ -12,13 +12,13 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::LogFormat;
+use crate::config::{LogFormat, NcsaFormat};
 
 /// The tracing target of the access log's events.
 pub(crate) const ACCESS_TARGET: &str = "edgecache::access";
 
-/// Where NCSA access lines are written, when that is the format.
-static NCSA_SINK: OnceLock<AccessSink> = OnceLock::new();
+/// The NCSA format and where its lines are written, when that is the format.
+static NCSA_SINK: OnceLock<(Arc<NcsaFormat>, AccessSink)> = OnceLock::new();
 
 /// Installs the global subscriber. Default level `info` (access log included). With
 /// `access_log`, access events go to that file instead of stderr; it is created if missing
@@ -30,24 +30,25 @@ pub fn init(format: LogFormat, access_log: Option<&Path>) -> std::io::Result<()>
     }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let access_elsewhere = file.is_some() || format == LogFormat::Ncsa;
+    let access_elsewhere = file.is_some() || matches!(format, LogFormat::Ncsa(_));
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(colours);
     let stderr = match format {
         LogFormat::Json => stderr.json().flatten_event(true).boxed(),
-        LogFormat::Compact | LogFormat::Ncsa => stderr.compact().with_target(false).boxed(),
+        LogFormat::Compact | LogFormat::Ncsa(_) => stderr.compact().with_target(false).boxed(),
     }
     .with_filter(filter)
     .with_filter(filter_fn(move |meta| {
         !(access_elsewhere && meta.target() == ACCESS_TARGET)
     }));
     let access = match (format, file) {
-        (LogFormat::Ncsa, file) => {
-            let _ = NCSA_SINK.set(match file {
+        (LogFormat::Ncsa(ncsa), file) => {
+            let sink = match file {
                 Some(file) => AccessSink::File(file),
                 None => AccessSink::Stdout,
-            });
+            };
+            let _ = NCSA_SINK.set((ncsa, sink));
             None
         }
         (format, Some(file)) => {
@@ -66,20 +67,18 @@ pub fn init(format: LogFormat, access_log: Option<&Path>) -> std::io::Result<()>
     Ok(())
 }
 
-/// Writes one NCSA access line when that is the log format; false otherwise (the access
-/// event then goes through tracing).
-pub(crate) fn write_ncsa(line: &str) -> bool {
-    match NCSA_SINK.get() {
-        Some(AccessSink::Stdout) => {
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
-            true
-        }
-        Some(AccessSink::File(file)) => {
-            let _ = file.clone().write_all(format!("{line}\n").as_bytes());
-            true
-        }
-        None => false,
-    }
+/// Writes one NCSA access line, made by `line` in the configured format, when that is the
+/// log format; false otherwise (the access event then goes through tracing).
+pub(crate) fn write_ncsa(line: impl FnOnce(&NcsaFormat) -> String) -> bool {
+    let Some((format, sink)) = NCSA_SINK.get() else {
+        return false;
+    };
+    let line = line(format) + "\n";
+    let _ = match sink {
+        AccessSink::Stdout => std::io::stdout().lock().write_all(line.as_bytes()),
+        AccessSink::File(file) => file.clone().write_all(line.as_bytes()),
+    };
+    true
 }
 
 enum AccessSink {

@@ -108,7 +108,11 @@ pub(crate) fn strftime(t: f64, format: &str) -> String {
 }
 
 fn conversion(out: &mut String, tm: &Tm, conv: char) {
-    let hour12 = if tm.hour.is_multiple_of(12) { 12 } else { tm.hour % 12 };
+    let hour12 = if tm.hour.is_multiple_of(12) {
+        12
+    } else {
+        tm.hour % 12
+    };
     let _ = match conv {
         'a' => write!(out, "{}", &DAYS[tm.weekday as usize][..3]),
         'A' => write!(out, "{}", DAYS[tm.weekday as usize]),

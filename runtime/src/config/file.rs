@@ -29,7 +29,7 @@
 //! keep = "10m"
 //! ignore_request_cache_control = false
 //! targeted_cache_control = "CDN-Cache-Control"   # "" disables
-//! log_format = "compact"   # or "json", or "ncsa" (varnishncsa / Apache combined)
+//! log_format = "compact"   # or "json", "ncsa" (varnishncsa / Apache combined), '%h "%r" %s'
 //! access_log = "/var/log/edgecache/access.log"   # instead of stderr; reopened on SIGUSR1
 //! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
 //! admin_token_file = "admin.token"  # required when admin_listen is not loopback
@@ -60,7 +60,7 @@ use serde::Deserialize;
 
 use super::{
     parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen, parse_size, Config,
-    ConfigError, LogFormat,
+    ConfigError,
 };
 
 /// A number or a string such as `"256m"` / `"120s"`.
@@ -414,18 +414,13 @@ impl FileConfig {
             &mut config.tls.handshake_timeout,
         )?;
         if let Some(format) = self.log_format {
-            config.log_format = match format.as_str() {
-                "compact" => LogFormat::Compact,
-                "json" => LogFormat::Json,
-                "ncsa" | "combined" => LogFormat::Ncsa,
-                other => {
-                    return Err(ConfigError::new(
-                        "log_format",
-                        format!("`{other}` is not a log format"),
-                        "\"compact\", \"json\" or \"ncsa\" (\"combined\")",
-                    ))
-                }
-            };
+            config.log_format = super::parse_log_format(&format).map_err(|problem| {
+                ConfigError::new(
+                    "log_format",
+                    problem,
+                    "\"compact\", \"json\", \"ncsa\" (\"combined\") or a varnishncsa format string",
+                )
+            })?;
         }
         Ok(())
     }

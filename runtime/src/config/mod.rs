@@ -6,6 +6,7 @@
 //! flag or key and says what is accepted.
 
 mod file;
+mod log_format;
 mod parse;
 mod tls;
 
@@ -17,6 +18,7 @@ use http::HeaderName;
 use ipnet::IpNet;
 
 pub use file::FileConfig;
+pub use log_format::{parse_log_format, LogField, NcsaFormat, NCSA_COMBINED};
 pub use parse::{parse_cidr_list, parse_duration, parse_listen, parse_size, parse_storage};
 pub use tls::{parse_certificate_pair, CertificateFiles, TlsSettings};
 
@@ -75,16 +77,17 @@ impl std::fmt::Display for ListenSpec {
 }
 
 /// Access log line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// One compact human-readable line per request.
     #[default]
     Compact,
     /// One JSON object per request.
     Json,
-    /// varnishncsa's default, Apache's combined format: one line per request on stdout (or
-    /// the `access_log` file), other logs compact on stderr.
-    Ncsa,
+    /// NCSA lines as varnishncsa writes them, one per request on stdout (or the `access_log`
+    /// file), other logs compact on stderr: `ncsa`/`combined` is varnishncsa's default
+    /// (Apache's combined format), or a format string of its `%` codes.
+    Ncsa(std::sync::Arc<NcsaFormat>),
 }
 
 /// Who may make edgecache drop stored responses by sending an unsafe method (`POST`, `PUT`,

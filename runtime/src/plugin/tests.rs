@@ -270,7 +270,11 @@ fn bucket_sets_a_stable_bucket_header() {
     };
     let mut seen = std::collections::HashSet::new();
     for uid in ["alice", "bob", "carol", "dave", "erin", "frank"] {
-        let expected = if fnv1a(uid.as_bytes()).is_multiple_of(2) { "a" } else { "b" };
+        let expected = if fnv1a(uid.as_bytes()).is_multiple_of(2) {
+            "a"
+        } else {
+            "b"
+        };
         for _ in 0..2 {
             let cookie = format!("theme=dark; uid={uid}");
             let (mut req, mut resp) = (request("/", &[("cookie", &cookie)]), response());
@@ -293,7 +297,11 @@ fn bucket_sets_a_stable_bucket_header() {
     let by_header = load(&host, "bucket-h", "bucket.wasm", "header=x-user").unwrap();
     let (mut req, mut resp) = (request("/", &[("x-user", "alice")]), response());
     lifecycle(&by_header, &mut req, &mut resp).unwrap();
-    let expected = if fnv1a(b"alice").is_multiple_of(2) { "a" } else { "b" };
+    let expected = if fnv1a(b"alice").is_multiple_of(2) {
+        "a"
+    } else {
+        "b"
+    };
     assert_eq!(req.headers["x-bucket"], expected);
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use http::{header, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
 use crate::cache::state::CacheState;
+use crate::config::{LogField, NcsaFormat};
 
 /// What the access log records about a finished request.
 pub struct AccessRecord<'a> {
@@ -54,11 +55,11 @@ fn shown(value: Option<&HeaderValue>) -> &str {
 }
 
 pub fn record(entry: AccessRecord<'_>) {
-    if crate::logging::write_ncsa(&ncsa_line(&entry, SystemTime::now())) {
+    if crate::logging::write_ncsa(|format| ncsa_line(&entry, SystemTime::now(), format)) {
         return;
     }
     tracing::info!(
-        target: "edgecache::access",
+        target: crate::logging::ACCESS_TARGET,
         client = %entry.client,
         method = %entry.method,
         url = %entry.uri,
@@ -75,25 +76,56 @@ pub fn record(entry: AccessRecord<'_>) {
     );
 }
 
-/// varnishncsa's default format, `%h %l %u %t "%r" %s %b "%{Referer}i" "%{User-agent}i"`,
-/// with `%r` as varnishncsa writes it (`GET http://HOST/path HTTP/1.1`).
-fn ncsa_line(entry: &AccessRecord<'_>, now: SystemTime) -> String {
+/// One line in an NCSA `format` (varnishncsa's default: `%h %l %u %t "%r" %s %b
+/// "%{Referer}i" "%{User-agent}i"`), with `%r` as varnishncsa writes it
+/// (`GET http://HOST/path HTTP/1.1`).
+fn ncsa_line(entry: &AccessRecord<'_>, now: SystemTime, format: &NcsaFormat) -> String {
+    use std::fmt::Write;
     let request = entry.request;
-    let target = entry.uri.path_and_query().map_or("/", |target| target.as_str());
-    let bytes = entry
-        .bytes
-        .map_or_else(|| "-".to_string(), |bytes| bytes.to_string());
-    format!(
-        "{client} - - {time} \"{method} http://{host}{target} {version:?}\" {status} {bytes} \"{referer}\" \"{agent}\"",
-        client = entry.client,
-        time = ncsa_time(now),
-        method = entry.method,
-        host = shown(request.host.as_ref()),
-        version = request.version,
-        status = entry.status.as_u16(),
-        referer = quoted(shown(request.referer.as_ref())),
-        agent = quoted(shown(request.user_agent.as_ref())),
-    )
+    let mut line = String::new();
+    for field in &format.fields {
+        let _ = match field {
+            LogField::Text(text) => write!(line, "{text}"),
+            LogField::Client => write!(line, "{}", entry.client),
+            LogField::Dash => write!(line, "-"),
+            LogField::Time => write!(line, "{}", ncsa_time(now)),
+            LogField::RequestLine => write!(
+                line,
+                "{} http://{}{} {:?}",
+                entry.method,
+                shown(request.host.as_ref()),
+                entry.uri.path_and_query().map_or("/", |target| target.as_str()),
+                request.version
+            ),
+            LogField::Status => write!(line, "{}", entry.status.as_u16()),
+            LogField::Bytes => match entry.bytes {
+                Some(bytes) => write!(line, "{bytes}"),
+                None => write!(line, "-"),
+            },
+            LogField::Method => write!(line, "{}", entry.method),
+            LogField::Path => write!(line, "{}", entry.uri.path()),
+            LogField::Query => match entry.uri.query() {
+                Some(query) => write!(line, "?{query}"),
+                None => Ok(()),
+            },
+            LogField::Protocol => write!(line, "{:?}", request.version),
+            LogField::Micros => write!(line, "{}", entry.duration.as_micros()),
+            LogField::Seconds => write!(line, "{}", entry.duration.as_secs()),
+            LogField::RequestField(name) => {
+                let value = match name.as_str() {
+                    "host" => &request.host,
+                    "user-agent" => &request.user_agent,
+                    _ => &request.referer,
+                };
+                write!(line, "{}", quoted(shown(value.as_ref())))
+            }
+            LogField::Handling => write!(line, "{}", entry.cache.as_str().to_ascii_lowercase()),
+            LogField::Xid => write!(line, "{}", entry.xid),
+            LogField::Backend => write!(line, "{}", entry.backend.unwrap_or("-")),
+            LogField::Tls => write!(line, "{}", entry.tls.unwrap_or("-")),
+        };
+    }
+    line
 }
 
 /// `[01/Dec/2026:11:20:00 +0000]`, from the HTTP date `Tue, 01 Dec 2026 11:20:00 GMT`.
