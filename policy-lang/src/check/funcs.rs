@@ -1,7 +1,11 @@
-//! Signatures of the built-in functions (`regsub`, `std.*`, `directors.*`).
+//! Signatures of the built-in functions (`regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`).
 
 use super::types::Ty;
 use crate::compile::ir::Func;
+use crate::eval::ConnectionValue;
+
+/// The vmods edgecache provides natively.
+pub(crate) const VMODS: &[&str] = &["std", "directors", "proxy", "tls"];
 
 pub(crate) struct Param {
     pub name: &'static str,
@@ -200,10 +204,22 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
     })
 }
 
+/// `proxy.*()` and `tls.*()`: functions of no arguments whose value the runtime gives.
+pub(crate) fn connection_sig(name: &str) -> Option<Sig> {
+    let value = ConnectionValue::ALL.iter().copied().find(|v| v.name() == name)?;
+    Some(Sig {
+        name: value.name(),
+        func: Func::Connection(value),
+        params: &[],
+        ret: Ty::of(value.value_type()),
+    })
+}
+
 pub(crate) fn all_names() -> impl Iterator<Item = &'static str> {
     VALUE_FUNCS
         .iter()
         .map(|s| s.name)
+        .chain(ConnectionValue::ALL.iter().map(|v| v.name()))
         .chain(STATEMENT_FUNCS.iter().copied())
         .chain(["regsub", "regsuball"])
 }

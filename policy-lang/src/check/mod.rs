@@ -191,11 +191,11 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
                     }
                 }
                 Decl::Import { name } => {
-                    if !matches!(name.name.as_str(), "std" | "directors") {
+                    if !funcs::VMODS.contains(&name.name.as_str()) {
                         sink.push(
                             Diagnostic::new(Code::Unsupported, name.span, format!("vmod `{}` is not available in edgecache", name.name))
                                 .label("unknown vmod")
-                                .hint("edgecache provides `std` and `directors`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
+                                .hint("edgecache provides `std`, `directors`, `proxy` and `tls`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
                         );
                     }
                     // Unavailable ones too, so that their functions are reported as theirs.

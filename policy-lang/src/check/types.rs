@@ -56,7 +56,7 @@ impl Ty {
         }
     }
 
-    fn of(v: ValueType) -> Ty {
+    pub(super) fn of(v: ValueType) -> Ty {
         match v {
             ValueType::Str => Ty::Str,
             ValueType::Int => Ty::Int,
@@ -1472,6 +1472,15 @@ impl<'a> Lowerer<'a> {
             self.need_import("std", func);
             return self.sig_call(sig, func, args, span);
         }
+        if let Some(sig) = funcs::connection_sig(name) {
+            self.need_import(sig.name.split_once('.').map_or("", |(vmod, _)| vmod), func);
+            // Varnish: "Restricted to: client" (the backend side has no client connection).
+            let what = format!("`{name}()`");
+            if !self.scope_check(mask::CLIENT, func.span, &what, "allowed", Code::NotAllowedHere) {
+                return E;
+            }
+            return self.sig_call(&sig, func, args, span);
+        }
         if funcs::STATEMENT_FUNCS.contains(&name) {
             self.sink.push(
                 Diagnostic::new(
@@ -1557,10 +1566,10 @@ impl<'a> Lowerer<'a> {
         let vmod = name.split('.').next().unwrap_or("");
         let imported = self.syms.imports.iter().any(|i| i == vmod);
         // `OBJ.method()`: OBJ may be made with `new` in a file that includes this one.
-        let maybe_object = name.contains('.') && !imported && !["std", "directors"].contains(&vmod);
+        let maybe_object = name.contains('.') && !imported && !funcs::VMODS.contains(&vmod);
         let hint = did_you_mean(name, funcs::all_names()).map(|s| format!("did you mean `{s}`?"));
         let hint = hint.or_else(|| {
-            (name.contains('.') && !["std", "directors"].contains(&vmod)).then(|| {
+            (name.contains('.') && !funcs::VMODS.contains(&vmod)).then(|| {
                 if imported {
                     format!("vmod `{vmod}` is not available in edgecache")
                 } else {

@@ -78,6 +78,8 @@ pub(crate) enum Func {
     Real2Time,
     Time2Integer,
     Time2Real,
+    /// `proxy.*()` / `tls.*()`.
+    Connection(crate::eval::ConnectionValue),
 }
 
 #[derive(Debug)]

@@ -87,6 +87,7 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
             Value::Real(lo + (hi - lo) * ctx.random())
         }
         Func::Now => ctx.get(super::Var::Now),
+        Func::Connection(value) => ctx.connection(value),
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.
         Func::Ban => Value::Bool(crate::ban::parse_ban(&s0()).is_ok()),

@@ -27,6 +27,7 @@ use std::borrow::Cow;
 use http::HeaderName;
 
 use super::value::{BackendId, PluginId, Value};
+use super::ConnectionValue;
 use crate::ban::BanExpr;
 
 /// Which message a header belongs to.
@@ -221,6 +222,12 @@ pub trait Context {
     fn healthy(&self, backend: BackendId) -> bool {
         let _ = backend;
         true
+    }
+
+    /// A `proxy.*` or `tls.*` value of the request's client connection; a value of
+    /// [`ConnectionValue::value_type`]. By default the connection has nothing to say.
+    fn connection(&self, value: ConnectionValue) -> Value<'_> {
+        value.absent()
     }
 
     /// Requests currently in flight to `backend` (a declared backend, never

@@ -5,6 +5,7 @@
 //! concatenated or written.
 
 mod builtins;
+mod connection;
 mod context;
 mod director;
 mod fnmatch;
@@ -15,6 +16,7 @@ mod strftime;
 pub(crate) mod testing;
 mod value;
 
+pub use connection::ConnectionValue;
 pub use context::{Context, PluginOutcome, PluginPhase, Scope, ValueType, Var};
 pub use value::{BackendId, PluginId, Value};
 
