@@ -21,6 +21,7 @@ mod h2_accounting;
 mod headers;
 mod pipe;
 mod plugins;
+mod proxied;
 mod request_checks;
 mod respond;
 mod synth;
@@ -50,6 +51,7 @@ use bans::BanList;
 
 pub(crate) use client_tls::ClientTls;
 pub(crate) use driver::handle;
+pub(crate) use proxied::{Proxied, ProxySsl, ProxyTlvs};
 #[cfg(test)]
 pub(crate) use h2_accounting::origin_fetch_started;
 pub(crate) use h2_accounting::{refused_stream, OriginFetches};

@@ -11,9 +11,13 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
-use policy_lang::{BackendId, BanExpr, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, Var};
+use policy_lang::{
+    BackendId, BanExpr, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, Var,
+};
 
 use super::plugins::PluginCalls;
+use super::{ClientTls, Proxied};
+use crate::backend::ConnectionAddresses;
 use crate::cache::object::CachedObject;
 
 /// Transaction ids for `req.xid` / `bereq.xid` and the access log (Varnish numbers its
@@ -196,10 +200,30 @@ impl ClientSession {
     }
 }
 
+impl ClientSession {
+    /// `server.ip` (the address the client connected to: the PROXY header's destination
+    /// behind a load balancer), `remote.ip` (the TCP peer: the load balancer itself) and
+    /// `local.ip` (this end of the TCP connection), as Varnish defines them.
+    fn connection_address(&self, var: Var) -> Value<'_> {
+        let extensions = &self.req.extensions;
+        let proxied = extensions.get::<Arc<Proxied>>();
+        let server = extensions
+            .get::<ConnectionAddresses>()
+            .map(|addresses| addresses.server);
+        let address = match var {
+            Var::ServerIp => server,
+            Var::RemoteIp => Some(proxied.map_or(self.client, |proxied| proxied.remote)),
+            _ => proxied.map(|proxied| proxied.local).or(server),
+        };
+        address.map_or(Value::Unset, |address| Value::Ip(address.ip().to_canonical()))
+    }
+}
+
 impl Context for ClientSession {
     fn get(&self, var: Var) -> Value<'_> {
         match var {
-            Var::ClientIp | Var::RemoteIp => Value::Ip(self.client.ip().to_canonical()),
+            Var::ClientIp => Value::Ip(self.client.ip().to_canonical()),
+            Var::ServerIp | Var::RemoteIp | Var::LocalIp => self.connection_address(var),
             Var::ReqUrl => Value::str(self.req.uri.path_and_query().map_or("/", |pq| pq.as_str())),
             Var::ReqMethod => Value::str(self.req.method.as_str()),
             Var::ReqProto => Value::str(proto(self.req.version)),
@@ -369,6 +393,19 @@ impl Context for ClientSession {
             .backends
             .get(backend.index())
             .is_none_or(crate::backend::Backend::healthy)
+    }
+
+    fn connection(&self, value: ConnectionValue) -> Value<'_> {
+        let extensions = &self.req.extensions;
+        let answer = match value.vmod() {
+            "tls" => extensions
+                .get::<Arc<ClientTls>>()
+                .and_then(|tls| tls.value(value)),
+            _ => extensions
+                .get::<Arc<Proxied>>()
+                .and_then(|proxied| proxied.value(value)),
+        };
+        answer.unwrap_or_else(|| value.absent())
     }
 
     fn builtin_recv(&mut self) -> Option<Option<policy_lang::Action>> {

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::backend::ConnectionAddresses;
 use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits};
-use crate::proxy::{self, ClientTls, ListenerName, Shared};
+use crate::proxy::{self, ClientTls, ListenerName, Proxied, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
 use limits::{ConnectionCap, Occasional};
@@ -180,18 +180,19 @@ async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, ca
         let proxied = proxied.clone();
         tokio::spawn(async move {
             // Before TLS and HTTP: the load balancer's header comes first on the wire.
-            let (peer, server) = match proxied {
+            let (peer, server, proxied) = match proxied {
                 Some(proxied) => match proxied.accept(&mut stream, peer, server).await {
-                    Some(addresses) => addresses,
+                    Some((peer, server, proxied)) => (peer, server, Some(Arc::new(proxied))),
                     None => return,
                 },
-                None => (peer, server),
+                None => (peer, server, None),
             };
+            let addresses = ConnectionAddresses { client: peer, server };
             match client.tls.clone() {
-                None => serve_client(stream, peer, server, client, None).await,
+                None => serve_client(stream, addresses, client, None, proxied).await,
                 Some(terminator) => {
                     if let Some((stream, tls)) = terminator.accept(stream, peer).await {
-                        serve_client(stream, peer, server, client, Some(Arc::new(tls))).await;
+                        serve_client(stream, addresses, client, Some(Arc::new(tls)), proxied).await;
                     }
                 }
             }
@@ -201,13 +202,14 @@ async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, ca
 }
 
 /// Serves one connection until the client closes it, a timeout closes it, or shutdown drains it.
-/// `stream` is the TCP connection, or TLS over it (`tls` says what was negotiated).
+/// `stream` is the TCP connection, or TLS over it (`tls` says what was negotiated); `proxied`
+/// is what a PROXY header said about it, on a `,PROXY` listener.
 async fn serve_client<S>(
     stream: S,
-    peer: SocketAddr,
-    server: SocketAddr,
+    addresses: ConnectionAddresses,
     client: Client,
     tls: Option<Arc<ClientTls>>,
+    proxied: Option<Arc<Proxied>>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -223,18 +225,22 @@ async fn serve_client<S>(
     } = client;
     let activity = Activity::new();
     let requests = activity.clone();
+    let peer = addresses.client;
     let guard = ConnectionGuard::new(h2_limits, peer);
     let streams = guard.clone();
-    // For the PROXY header of backends with `.proxy_header` (the origin learns the client).
-    let addresses = ConnectionAddresses { client: peer, server };
     let service = service_fn(move |mut request: Request<Incoming>| {
         let shared = shared.clone();
         let streams = streams.clone();
         let in_flight = requests.request_started(request.version());
+        // For the PROXY header of backends with `.proxy_header` (the origin learns the
+        // client), and `server.ip`.
         request.extensions_mut().insert(addresses);
         request.extensions_mut().insert(listener.clone());
         if let Some(tls) = &tls {
             request.extensions_mut().insert(tls.clone());
+        }
+        if let Some(proxied) = &proxied {
+            request.extensions_mut().insert(proxied.clone());
         }
         async move {
             let version = request.version();

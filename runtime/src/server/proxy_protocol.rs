@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::limits::Occasional;
+use crate::proxy::{Proxied, ProxySsl, ProxyTlvs};
 
 /// The 12 bytes every version 2 header starts with.
 const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
@@ -38,6 +39,8 @@ const PP2_SUBTYPE_SSL_KEY_ALG: u8 = 0x25;
 const PP2_CLIENT_SSL: u8 = 0x01;
 /// `PP2_CLIENT_CERT_CONN`: the client sent a certificate on this connection.
 const PP2_CLIENT_CERT_CONN: u8 = 0x02;
+/// `PP2_CLIENT_CERT_SESS`: the client sent a certificate at least once in the TLS session.
+const PP2_CLIENT_CERT_SESS: u8 = 0x04;
 
 /// A `,PROXY` listener's side of its connections: how long the header may take, and the
 /// warning about connections closed for want of one.
@@ -58,14 +61,15 @@ impl ProxyListener {
     }
 
     /// Reads the connection's PROXY header: the client and server addresses it names (`peer`
-    /// and `server`, the connection's own, where it names none); `None` when the connection is
-    /// to be closed, which is logged.
+    /// and `server`, the connection's own, where it names none), and the connection as the
+    /// policy sees it behind the load balancer; `None` when the connection is to be closed,
+    /// which is logged.
     pub(crate) async fn accept(
         &self,
         stream: &mut TcpStream,
         peer: SocketAddr,
         server: SocketAddr,
-    ) -> Option<(SocketAddr, SocketAddr)> {
+    ) -> Option<(SocketAddr, SocketAddr, Proxied)> {
         let read = tokio::time::timeout(self.timeout, read_header(stream));
         let header = match read.await.unwrap_or(Err(ProxyHeaderError::Timeout(self.timeout))) {
             Ok(header) => header,
@@ -74,6 +78,7 @@ impl ProxyListener {
                 return None;
             }
         };
+        let local = server;
         let (client, server) = header.addresses.unwrap_or((peer, server));
         let ProxyTlvs { alpn, authority, ssl } = &header.tlvs;
         tracing::debug!(
@@ -85,7 +90,12 @@ impl ProxyListener {
             tls = ssl.as_ref().map(ProxySsl::summary).as_deref(),
             "PROXY protocol header"
         );
-        Some((client, server))
+        let proxied = Proxied {
+            remote: peer,
+            local,
+            tlvs: header.tlvs,
+        };
+        Some((client, server, proxied))
     }
 
     /// One line per refused connection: a warning, at most once a minute with the count since,
@@ -135,37 +145,6 @@ pub(crate) struct ProxyHeader {
     /// or Unix sockets): the connection's own addresses stand.
     pub addresses: Option<(SocketAddr, SocketAddr)>,
     pub tlvs: ProxyTlvs,
-}
-
-/// The version 2 TLVs a policy may want, for `proxy.*` values.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct ProxyTlvs {
-    /// `PP2_TYPE_ALPN`: the protocol the client negotiated with the load balancer, e.g. `h2`.
-    pub alpn: Option<Vec<u8>>,
-    /// `PP2_TYPE_AUTHORITY`: the host name the client asked for (TLS SNI).
-    pub authority: Option<String>,
-    /// `PP2_TYPE_SSL`: present when the load balancer filled it in.
-    pub ssl: Option<ProxySsl>,
-}
-
-/// The `PP2_TYPE_SSL` TLV: how the client's TLS connection to the load balancer went.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct ProxySsl {
-    /// `PP2_CLIENT_SSL`: the client spoke TLS.
-    pub client_ssl: bool,
-    /// `PP2_CLIENT_CERT_CONN`: the client presented a certificate on this connection.
-    pub client_cert: bool,
-    /// The `verify` field is 0: the client's certificate (if any) was verified.
-    pub verified: bool,
-    /// `PP2_SUBTYPE_SSL_VERSION`, e.g. `TLSv1.3`.
-    pub version: Option<String>,
-    /// `PP2_SUBTYPE_SSL_CIPHER`, e.g. `TLS_AES_256_GCM_SHA384`.
-    pub cipher: Option<String>,
-    /// `PP2_SUBTYPE_SSL_CN`: the client certificate's Common Name.
-    pub client_cn: Option<String>,
-    /// `PP2_SUBTYPE_SSL_SIG_ALG` and `PP2_SUBTYPE_SSL_KEY_ALG` of the server certificate.
-    pub sig_alg: Option<String>,
-    pub key_alg: Option<String>,
 }
 
 /// Reads the PROXY header at the start of `stream`, leaving the stream at the first byte after
@@ -361,7 +340,8 @@ fn parse_ssl(value: &[u8]) -> Result<ProxySsl, ProxyHeaderError> {
     let mut ssl = ProxySsl {
         client_ssl: value[0] & PP2_CLIENT_SSL != 0,
         client_cert: value[0] & PP2_CLIENT_CERT_CONN != 0,
-        verified: value[1..5] == [0, 0, 0, 0],
+        client_cert_session: value[0] & PP2_CLIENT_CERT_SESS != 0,
+        verify: u32::from_be_bytes([value[1], value[2], value[3], value[4]]),
         ..ProxySsl::default()
     };
     let mut bytes = &value[5..];
@@ -386,7 +366,8 @@ impl ProxySsl {
         let ProxySsl {
             client_ssl,
             client_cert,
-            verified,
+            client_cert_session,
+            verify,
             version,
             cipher,
             client_cn,
@@ -395,7 +376,8 @@ impl ProxySsl {
         } = self;
         let field = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
         format!(
-            "ssl={client_ssl} version={} cipher={} client_cert={client_cert} verified={verified} \
+            "ssl={client_ssl} version={} cipher={} client_cert={client_cert} \
+             client_cert_session={client_cert_session} verify={verify} \
              cn={} sig_alg={} key_alg={}",
             field(version),
             field(cipher),
@@ -541,7 +523,7 @@ mod tests {
         assert_eq!(tlvs.alpn.as_deref(), Some(&b"h2"[..]));
         assert_eq!(tlvs.authority.as_deref(), Some("example.com"));
         let ssl = tlvs.ssl.expect("the SSL TLV");
-        assert!(ssl.client_ssl && ssl.verified && !ssl.client_cert);
+        assert!(ssl.client_ssl && ssl.verify == 0 && !ssl.client_cert && !ssl.client_cert_session);
         assert_eq!(ssl.version.as_deref(), Some("TLSv1.3"));
         assert_eq!(ssl.cipher.as_deref(), Some("TLS_AES_256_GCM_SHA384"));
     }
