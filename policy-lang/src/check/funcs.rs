@@ -193,8 +193,10 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
         // Returning a constant would silently break the common `std.port(server.ip) != 443`
         // redirect (every request would be redirected, HTTPS ones included).
         "std.port" => {
-            "IP values carry no port in edgecache; to tell HTTPS from HTTP, test a header your TLS \
-             terminator sets, e.g. `req.http.X-Forwarded-Proto != \"https\"`"
+            "IP values carry no port in edgecache; to tell HTTPS from HTTP, test `tls.is_tls()` \
+             (`import tls;`, TLS edgecache terminates), `proxy.is_ssl()` (`import proxy;`, behind \
+             a PROXY v2 load balancer) or a header your TLS terminator sets, e.g. \
+             `req.http.X-Forwarded-Proto != \"https\"`"
         }
         "std.rollback" | "std.late_100_continue" | "std.set_ip_tos" | "std.syntax"
         | "std.timed_call" | "std.ban_error" => {
