@@ -12,6 +12,7 @@ use std::time::Duration;
 use edgecache_runtime::config::{CertificateFiles, ListenSpec};
 use edgecache_runtime::Running;
 use rustls::pki_types::ServerName;
+use support::proxy_protocol::{tlv, v2_header};
 use support::tls::TestCa;
 use support::{start_proxy, write_policy, Origin, OriginReply, RawConn, Seen, EXCHANGE_LIMIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,32 +67,6 @@ fn listener(proxy_protocol: bool, tls: bool) -> ListenSpec {
         proxy_protocol,
         tls,
     }
-}
-
-/// A v2 `PROXY` header (TCP over IPv4) for `client` -> `server`, then `tlvs`.
-fn v2_header(client: SocketAddr, server: SocketAddr, tlvs: &[u8]) -> Vec<u8> {
-    let (SocketAddr::V4(client), SocketAddr::V4(server)) = (client, server) else {
-        panic!("IPv4 addresses");
-    };
-    let mut body = Vec::new();
-    body.extend(client.ip().octets());
-    body.extend(server.ip().octets());
-    body.extend(client.port().to_be_bytes());
-    body.extend(server.port().to_be_bytes());
-    body.extend(tlvs);
-    let mut header = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
-    header.extend([0x21, 0x11]);
-    header.extend(u16::try_from(body.len()).unwrap().to_be_bytes());
-    header.extend(body);
-    header
-}
-
-/// One TLV: type, 16-bit length, value.
-fn tlv(kind: u8, value: &[u8]) -> Vec<u8> {
-    let mut bytes = vec![kind];
-    bytes.extend(u16::try_from(value.len()).unwrap().to_be_bytes());
-    bytes.extend(value);
-    bytes
 }
 
 fn header<'a>(seen: &'a Seen, name: &str) -> &'a str {
@@ -204,15 +179,7 @@ async fn tls_listener_shows_tls_version_sni_and_alpn_to_vcl_recv() {
     })
     .await;
 
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.der().clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client = ca.client_config(&[b"http/1.1"]);
     let exchange = async {
         let tcp = TcpStream::connect(addr).await.unwrap();
         let name = ServerName::try_from("a.test").unwrap();

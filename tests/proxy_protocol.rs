@@ -5,12 +5,13 @@
 
 mod support;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use edgecache_runtime::config::ListenSpec;
 use edgecache_runtime::Running;
+use support::proxy_protocol::{v2_frame, v2_header};
 use support::{start_proxy, write_policy, CapturedLog, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
 
 /// Marks requests from the documentation networks and 127.0.0.2 (a second loopback client),
@@ -47,37 +48,6 @@ async fn start_proxy_listener(origin: &Origin) -> (Running, SocketAddr) {
         config.client_timeouts.header = Duration::from_secs(1);
     })
     .await
-}
-
-/// A v2 `PROXY` header over TCP for `client` -> `server` (both IPv4 or both IPv6), with `tlvs`.
-fn v2_header(client: SocketAddr, server: SocketAddr, tlvs: &[u8]) -> Vec<u8> {
-    let mut addresses = Vec::new();
-    let family = match (client.ip(), server.ip()) {
-        (IpAddr::V4(from), IpAddr::V4(to)) => {
-            addresses.extend(from.octets());
-            addresses.extend(to.octets());
-            0x11
-        }
-        (IpAddr::V6(from), IpAddr::V6(to)) => {
-            addresses.extend(from.octets());
-            addresses.extend(to.octets());
-            0x21
-        }
-        _ => panic!("one family for both addresses"),
-    };
-    addresses.extend(client.port().to_be_bytes());
-    addresses.extend(server.port().to_be_bytes());
-    addresses.extend(tlvs);
-    v2_frame(0x21, family, &addresses)
-}
-
-/// The v2 signature, `version_command`, `family`, the length, then `body`.
-fn v2_frame(version_command: u8, family: u8, body: &[u8]) -> Vec<u8> {
-    let mut header = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
-    header.extend([version_command, family]);
-    header.extend(u16::try_from(body.len()).expect("short").to_be_bytes());
-    header.extend(body);
-    header
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@
 //! Each test file declares `mod support;`, so not every helper is used by every file.
 #![allow(dead_code)]
 
+pub mod proxy_protocol;
 pub mod tls;
 
 use std::collections::HashMap;

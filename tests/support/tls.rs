@@ -67,4 +67,18 @@ impl TestCa {
     pub fn der(&self) -> &CertificateDer<'static> {
         self.cert.der()
     }
+
+    /// Client settings trusting only this CA, offering `alpn`.
+    pub fn client_config(&self, alpn: &[&[u8]]) -> rustls::ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.der().clone()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+        config
+    }
 }
