@@ -41,6 +41,10 @@ sub vcl_recv {
     set req.http.X-Local-Ip = local.ip;
     return (pass);
 }
+
+sub vcl_backend_fetch {
+    set bereq.http.X-Be-Addresses = client.ip + " " + server.ip + " " + remote.ip + " " + local.ip;
+}
 "#;
 
 const GET: &str = "GET /page HTTP/1.1\r\nHost: example.com\r\n\r\n";
@@ -75,7 +79,7 @@ fn header<'a>(seen: &'a Seen, name: &str) -> &'a str {
 }
 
 #[tokio::test]
-async fn proxy_v2_ssl_tlvs_and_addresses_are_visible_to_vcl_recv() {
+async fn proxy_v2_ssl_tlvs_and_addresses_are_visible_to_the_policy() {
     let origin = Origin::fixed(OriginReply::ok("page")).await;
     let (_proxy, addr) = start(&origin, listener(true, false), |_| {}).await;
     // As HAProxy's `send-proxy-v2-ssl` writes them: ALPN, authority, then the SSL TLV (client
@@ -107,6 +111,11 @@ async fn proxy_v2_ssl_tlvs_and_addresses_are_visible_to_vcl_recv() {
     assert_eq!(header(&seen, "x-server-ip"), "192.0.2.1");
     assert_eq!(header(&seen, "x-remote-ip"), "127.0.0.1");
     assert_eq!(header(&seen, "x-local-ip"), "127.0.0.1");
+    // The backend side reads the same four.
+    assert_eq!(
+        header(&seen, "x-be-addresses"),
+        "203.0.113.9 192.0.2.1 127.0.0.1 127.0.0.1"
+    );
     // edgecache terminated no TLS itself.
     assert_eq!(header(&seen, "x-tls"), "false");
     assert_eq!(header(&seen, "x-tls-version"), "[]");
@@ -160,6 +169,10 @@ async fn plain_connection_has_no_proxy_or_tls_values_and_its_own_addresses() {
     assert_eq!(header(&seen, "x-remote-ip"), "127.0.0.2");
     assert_eq!(header(&seen, "x-server-ip"), "127.0.0.1");
     assert_eq!(header(&seen, "x-local-ip"), "127.0.0.1");
+    assert_eq!(
+        header(&seen, "x-be-addresses"),
+        "127.0.0.2 127.0.0.1 127.0.0.2 127.0.0.1"
+    );
 }
 
 #[tokio::test]

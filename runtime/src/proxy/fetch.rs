@@ -76,6 +76,10 @@ fn backend_request(
     if let Some(addresses) = parts.extensions.get::<ConnectionAddresses>() {
         request.extensions_mut().insert(*addresses);
     }
+    // `remote.ip` / `local.ip` in the backend subs.
+    if let Some(proxied) = parts.extensions.get::<Arc<super::Proxied>>() {
+        request.extensions_mut().insert(proxied.clone());
+    }
     if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
         request.extensions_mut().insert(*xid);
     }

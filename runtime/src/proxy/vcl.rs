@@ -200,30 +200,31 @@ impl ClientSession {
     }
 }
 
-impl ClientSession {
-    /// `server.ip` (the address the client connected to: the PROXY header's destination
-    /// behind a load balancer), `remote.ip` (the TCP peer: the load balancer itself) and
-    /// `local.ip` (this end of the TCP connection), as Varnish defines them.
-    fn connection_address(&self, var: Var) -> Value<'_> {
-        let extensions = &self.req.extensions;
-        let proxied = extensions.get::<Arc<Proxied>>();
-        let server = extensions
-            .get::<ConnectionAddresses>()
-            .map(|addresses| addresses.server);
-        let address = match var {
-            Var::ServerIp => server,
-            Var::RemoteIp => Some(proxied.map_or(self.client, |proxied| proxied.remote)),
-            _ => proxied.map(|proxied| proxied.local).or(server),
-        };
-        address.map_or(Value::Unset, |address| Value::Ip(address.ip().to_canonical()))
-    }
+/// `client.ip`, `server.ip` (the address the client connected to: the PROXY header's
+/// destination behind a load balancer), `remote.ip` (the TCP peer: the load balancer itself)
+/// and `local.ip` (this end of the TCP connection), as Varnish defines them, from the
+/// extensions the server put on the request (and the fetch copied onto `bereq`).
+fn connection_address(extensions: &http::Extensions, var: Var) -> Value<'static> {
+    let addresses = extensions.get::<ConnectionAddresses>();
+    let proxied = extensions.get::<Arc<Proxied>>();
+    let address = match var {
+        Var::ClientIp => addresses.map(|addresses| addresses.client),
+        Var::ServerIp => addresses.map(|addresses| addresses.server),
+        Var::RemoteIp => proxied
+            .map(|proxied| proxied.remote)
+            .or(addresses.map(|addresses| addresses.client)),
+        _ => proxied
+            .map(|proxied| proxied.local)
+            .or(addresses.map(|addresses| addresses.server)),
+    };
+    address.map_or(Value::Unset, |address| Value::Ip(address.ip().to_canonical()))
 }
 
 impl Context for ClientSession {
     fn get(&self, var: Var) -> Value<'_> {
         match var {
             Var::ClientIp => Value::Ip(self.client.ip().to_canonical()),
-            Var::ServerIp | Var::RemoteIp | Var::LocalIp => self.connection_address(var),
+            Var::ServerIp | Var::RemoteIp | Var::LocalIp => connection_address(&self.req.extensions, var),
             Var::ReqUrl => Value::str(self.req.uri.path_and_query().map_or("/", |pq| pq.as_str())),
             Var::ReqMethod => Value::str(self.req.method.as_str()),
             Var::ReqProto => Value::str(proto(self.req.version)),
@@ -499,6 +500,9 @@ impl Context for BackendSession<'_> {
             Var::BereqUncacheable => Value::Bool(self.uncacheable),
             Var::BereqXid => Value::Int(self.xid),
             Var::BereqIsBgfetch => Value::Bool(self.bereq.extensions.get::<BackgroundFetch>().is_some()),
+            Var::ClientIp | Var::ServerIp | Var::RemoteIp | Var::LocalIp => {
+                connection_address(&self.bereq.extensions, var)
+            }
             Var::ServerHostname | Var::ServerIdentity => Value::str(host_name()),
             Var::BerespBackend => self.answering_backend(),
             Var::BereqRetries => Value::Int(self.retries),
