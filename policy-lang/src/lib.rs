@@ -65,7 +65,9 @@ pub use compile::{
     BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program,
 };
 pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
-pub use eval::{BackendId, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, ValueType, Var};
+pub use eval::{
+    BackendId, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, ValueType, Var,
+};
 pub use pattern::pcre_limit_hits;
 pub use sub::{Action, Sub};
 

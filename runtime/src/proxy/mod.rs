@@ -51,10 +51,10 @@ use bans::BanList;
 
 pub(crate) use client_tls::ClientTls;
 pub(crate) use driver::handle;
-pub(crate) use proxied::{Proxied, ProxySsl, ProxyTlvs};
 #[cfg(test)]
 pub(crate) use h2_accounting::origin_fetch_started;
 pub(crate) use h2_accounting::{refused_stream, OriginFetches};
+pub(crate) use proxied::{Proxied, ProxySsl, ProxyTlvs};
 pub(crate) use request_checks::MAX_METHOD_LEN;
 pub(crate) use vcl::ListenerName;
 

@@ -14,6 +14,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -162,19 +163,13 @@ impl Drop for StreamTicket {
     }
 }
 
-/// Serves one request of `guard`'s connection with `serve`: an HTTP/2 stream only while the
-/// connection is within its caps.
-pub(super) async fn serve<F>(
-    guard: &Arc<ConnectionGuard>,
-    version: http::Version,
-    serve: F,
-) -> Response<ProxyBody>
+/// Serves one HTTP/2 stream of `guard`'s connection with `serve`, while the connection is
+/// within its caps. `serve` comes boxed: wrapped in the stream accounting, the request's own
+/// future would make the future hyper moves on every request several times larger.
+pub(super) async fn serve<F>(guard: &Arc<ConnectionGuard>, serve: Pin<Box<F>>) -> Response<ProxyBody>
 where
     F: Future<Output = Response<ProxyBody>>,
 {
-    if version != http::Version::HTTP_2 {
-        return serve.await;
-    }
     let mut ticket = match guard.admit() {
         Ok(ticket) => ticket,
         Err(overrun) => return proxy::refused_stream(&format!("this connection sent {overrun}")),

@@ -243,8 +243,13 @@ async fn serve_client<S>(
             request.extensions_mut().insert(proxied.clone());
         }
         async move {
-            let version = request.version();
-            let response = h2_guard::serve(&streams, version, proxy::handle(shared, peer, request)).await;
+            let http2 = request.version() == http::Version::HTTP_2;
+            let handling = proxy::handle(shared, peer, request);
+            let response = if http2 {
+                h2_guard::serve(&streams, Box::pin(handling)).await
+            } else {
+                handling.await
+            };
             Ok::<_, Infallible>(response.map(|body| Answering::new(body, in_flight)))
         }
     });

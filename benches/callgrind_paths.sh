@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Instructions per request on the hit and the pass path, counted by callgrind (repeatable on a
+# noisy machine, unlike seconds). A Python origin on 127.0.0.1:19500 serves `/small` (510 B,
+# max-age=3600) and `/dyn` (no-store); edgecache runs under callgrind on 19501 with one worker;
+# the counters are zeroed after a warm-up, `wrk -t1 -c4` runs for a fixed number of requests'
+# worth of time, and the dump's total is divided by the requests wrk completed.
+#
+#   cargo build --release && benches/callgrind_paths.sh [BINARY] [-- EXTRA EDGECACHE FLAGS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-target/release/edgecache}
+shift || true
+[ "${1:-}" = "--" ] && shift
+for tool in valgrind callgrind_control wrk python3 curl; do
+    command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk)" >&2; exit 1; }
+done
+RUN=$(mktemp -d /tmp/edgecache-callgrind.XXXXXX)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$RUN"
+}
+trap cleanup EXIT
+
+cat >"$RUN/origin.py" <<'EOF'
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+BODY = b"G" * 510
+class Origin(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Cache-Control", "no-store" if self.path == "/dyn" else "max-age=3600")
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("127.0.0.1", 19500), Origin).serve_forever()
+EOF
+python3 "$RUN/origin.py" & PIDS+=($!)
+RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$RUN/cg.%p" \
+    "$BIN" -a 127.0.0.1:19501 -b 127.0.0.1:19500 --threads 1 --no-watch -T off "$@" \
+    2>"$RUN/valgrind.log" & PIDS+=($!)
+EDGE=$!
+for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:19501/small && break; sleep 0.2; done
+
+measure() {   # path seconds
+    wrk -t1 -c4 -d2s "http://127.0.0.1:19501$1" >/dev/null   # warm-up: stored, pools filled
+    callgrind_control -z "$EDGE" >/dev/null
+    local out requests
+    out=$(wrk -t1 -c4 -d"$2"s "http://127.0.0.1:19501$1")
+    requests=$(awk '/requests in/ {print $1}' <<<"$out")
+    rm -f "$RUN"/cg.*
+    callgrind_control -d load "$EDGE" >/dev/null
+    local total=""
+    for _ in $(seq 100); do   # the dump is written by the process itself, shortly after
+        total=$( (cat "$RUN"/cg.* 2>/dev/null || true) | awk '/^(summary|totals):/ {s = $2} END {print s}')
+        [ -n "$total" ] && break
+        sleep 0.1
+    done
+    printf '| %s | %s | %s | %.1fk |\n' "$1" "$requests" "$total" "$(awk -v t="$total" -v n="$requests" 'BEGIN {print t / n / 1000}')"
+}
+echo "| path | requests | instructions | per request |"
+echo "|---|---:|---:|---:|"
+measure /small 10
+measure /dyn 10
