@@ -97,8 +97,8 @@ row() {   # name pid url tool
     before=$(cpu_ticks "$pid")
     if [ "$tool" = h2 ]; then
         out=$(taskset -c 1 h2load -c100 -m10 -D "$SECONDS_PER_ROW" "$url" 2>&1)
-        requests=$(awk '/requests:/ && /succeeded/ {for (i=1;i<=NF;i++) if ($i=="succeeded,") print $(i-1)}' <<<"$out")
-        rps=$(awk '/^finished in/ {gsub(",","",$4); print $4}' <<<"$out")
+        rps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out")
+        requests=$(awk -v rps="$rps" -v s="$SECONDS_PER_ROW" 'BEGIN {printf "%d", rps * s}')
     else
         out=$(taskset -c 1 wrk -t1 -c100 -d"${SECONDS_PER_ROW}s" "$url" 2>&1)
         requests=$(awk '/requests in/ {print $1}' <<<"$out")
