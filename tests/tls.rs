@@ -15,79 +15,26 @@ use edgecache_runtime::Running;
 use http::{Request, StatusCode, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
+use support::tls::TestCa;
 use support::*;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-// === a test CA ===
+// === the test CA's clients ===
 
-struct TestCa {
-    cert: rcgen::Certificate,
-    key: KeyPair,
+/// Client settings trusting only `ca`, offering `alpn`. Without session resumption: a resumed
+/// session shows the certificate of the handshake it resumes, not the one served now.
+fn client_config(ca: &TestCa, alpn: &[&[u8]]) -> rustls::ClientConfig {
+    let mut config = ca.client_config(alpn);
+    config.resumption = rustls::client::Resumption::disabled();
+    config
 }
 
-/// A leaf certificate issued by the test CA, as PEM and as the DER the client sees.
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
-    der: CertificateDer<'static>,
-}
-
-impl Leaf {
-    /// Chain and key in one PEM file, as `--tls-dir` and rename-over deployments have them.
-    fn combined_pem(&self) -> String {
-        format!("{}{}", self.cert_pem, self.key_pem)
-    }
-}
-
-impl TestCa {
-    fn new() -> TestCa {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "edgecache test CA");
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        TestCa { cert, key }
-    }
-
-    fn issue(&self, names: &[&str]) -> Leaf {
-        let params =
-            CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            der: cert.der().clone(),
-        }
-    }
-
-    /// Client settings trusting only this CA, offering `alpn`. Without session resumption: a
-    /// resumed session shows the certificate of the handshake it resumes, not the one served
-    /// now.
-    fn client_config(&self, alpn: &[&[u8]]) -> rustls::ClientConfig {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.cert.der().clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
-        config.resumption = rustls::client::Resumption::disabled();
-        config
-    }
-
-    fn client(&self, alpn: &[&[u8]]) -> TlsConnector {
-        TlsConnector::from(Arc::new(self.client_config(alpn)))
-    }
+fn client(ca: &TestCa, alpn: &[&[u8]]) -> TlsConnector {
+    TlsConnector::from(Arc::new(client_config(ca, alpn)))
 }
 
 // === files and the proxy ===
@@ -121,14 +68,50 @@ async fn start_tls_proxy(
     tweak: impl FnOnce(&mut edgecache_runtime::Config),
 ) -> (Running, SocketAddr) {
     start_proxy(origin, |config| {
-        config.listen = vec![ListenSpec {
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            proxy_protocol: false,
-            tls: true,
-        }];
+        config.listen = vec![tls_listener()];
         tweak(config);
     })
     .await
+}
+
+/// A `,tls` listener on 127.0.0.1:0.
+fn tls_listener() -> ListenSpec {
+    ListenSpec {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        proxy_protocol: false,
+        tls: true,
+    }
+}
+
+/// A proxy serving one certificate for a.test (chain and key in one file) in front of
+/// [`cacheable_origin`].
+struct ServingATest {
+    ca: TestCa,
+    origin: Origin,
+    running: Running,
+    addr: SocketAddr,
+    /// Holds the certificate file for as long as the proxy may reload it.
+    _dir: tempfile::TempDir,
+}
+
+async fn serving_a_test(tweak: impl FnOnce(&mut edgecache_runtime::Config)) -> ServingATest {
+    let ca = TestCa::new();
+    let leaf = ca.issue(&["a.test"]);
+    let dir = temp_dir();
+    let both = rename_over(dir.path(), "a.pem", &leaf.combined_pem());
+    let origin = cacheable_origin().await;
+    let (running, addr) = start_tls_proxy(origin.addr, |config| {
+        config.tls.certificates = vec![pair(both, None, &[])];
+        tweak(config);
+    })
+    .await;
+    ServingATest {
+        ca,
+        origin,
+        running,
+        addr,
+        _dir: dir,
+    }
 }
 
 async fn cacheable_origin() -> Origin {
@@ -156,6 +139,11 @@ fn leaf_seen(stream: &TlsStream<TcpStream>) -> CertificateDer<'static> {
         .peer_certificates()
         .expect("a server certificate")[0]
         .clone()
+}
+
+/// The certificate a handshake for `name` is shown.
+async fn leaf_served(connector: &TlsConnector, addr: SocketAddr, name: &str) -> CertificateDer<'static> {
+    leaf_seen(&handshake(connector, addr, name).await.unwrap())
 }
 
 fn alpn(stream: &TlsStream<TcpStream>) -> Option<Vec<u8>> {
@@ -281,7 +269,7 @@ async fn each_sni_name_gets_its_own_certificate_and_others_the_default() {
         config.tls.certificates = vec![pair(default_cert, Some(default_key), &[])];
     })
     .await;
-    let client = ca.client(&[b"http/1.1"]);
+    let client = client(&ca, &[b"http/1.1"]);
     for (name, leaf) in [("a.test", &a), ("b.test", &b), ("unknown.test", &default)] {
         // The client checks the certificate against the name, so `unknown.test` is expected
         // to fail verification: it proves the default was sent by failing on its name.
@@ -294,7 +282,7 @@ async fn each_sni_name_gets_its_own_certificate_and_others_the_default() {
         }
     }
     // No SNI at all: the default certificate, which is valid for default.test.
-    let mut no_sni = ca.client_config(&[]);
+    let mut no_sni = client_config(&ca, &[]);
     no_sni.enable_sni = false;
     let stream = handshake(&TlsConnector::from(Arc::new(no_sni)), addr, "default.test")
         .await
@@ -305,16 +293,8 @@ async fn each_sni_name_gets_its_own_certificate_and_others_the_default() {
 
 #[tokio::test]
 async fn h2_is_negotiated_by_alpn_and_served_from_cache() {
-    let ca = TestCa::new();
-    let leaf = ca.issue(&["a.test"]);
-    let dir = temp_dir();
-    let both = rename_over(dir.path(), "a.pem", &leaf.combined_pem());
-    let origin = cacheable_origin().await;
-    let (running, addr) = start_tls_proxy(origin.addr, |config| {
-        config.tls.certificates = vec![pair(both, None, &[])];
-    })
-    .await;
-    let stream = handshake(&ca.client(&[b"h2", b"http/1.1"]), addr, "a.test")
+    let served = serving_a_test(|_| {}).await;
+    let stream = handshake(&client(&served.ca, &[b"h2", b"http/1.1"]), served.addr, "a.test")
         .await
         .unwrap();
     assert_eq!(alpn(&stream).as_deref(), Some(&b"h2"[..]));
@@ -322,11 +302,11 @@ async fn h2_is_negotiated_by_alpn_and_served_from_cache() {
     let first = h2.get("/h2").await;
     assert_eq!((first.status, first.version), (StatusCode::OK, Version::HTTP_2));
     assert_eq!((first.cache.as_str(), first.body.as_str()), ("MISS", "over tls"));
-    eventually_stored(&running, 1).await;
+    eventually_stored(&served.running, 1).await;
     let second = h2.get("/h2").await;
     assert_eq!((second.cache.as_str(), second.version), ("HIT", Version::HTTP_2));
-    assert_eq!(origin.requests(), 1);
-    running.shutdown().await;
+    assert_eq!(served.origin.requests(), 1);
+    served.running.shutdown().await;
 }
 
 #[tokio::test]
@@ -341,7 +321,7 @@ async fn http1_over_tls_is_served_from_cache() {
         config.tls.certificates = vec![pair(cert, Some(key), &[])];
     })
     .await;
-    let stream = handshake(&ca.client(&[b"http/1.1"]), addr, "a.test")
+    let stream = handshake(&client(&ca, &[b"http/1.1"]), addr, "a.test")
         .await
         .unwrap();
     assert_eq!(alpn(&stream).as_deref(), Some(&b"http/1.1"[..]));
@@ -352,7 +332,7 @@ async fn http1_over_tls_is_served_from_cache() {
     eventually_stored(&running, 1).await;
     assert_eq!(h1.get("/h1").await.cache, "HIT");
     // A client that offers no ALPN at all gets HTTP/1.1 too.
-    let bare = handshake(&ca.client(&[]), addr, "a.test").await.unwrap();
+    let bare = handshake(&client(&ca, &[]), addr, "a.test").await.unwrap();
     assert_eq!(alpn(&bare), None);
     let answer = Connection::open(bare).await.get("/h1").await;
     assert_eq!((answer.cache.as_str(), answer.body.as_str()), ("HIT", "over tls"));
@@ -371,7 +351,7 @@ async fn a_certificate_renamed_over_serves_new_handshakes_and_open_connections_k
         config.tls.certificates = vec![pair(both, None, &["a.test"])];
     })
     .await;
-    let client = ca.client(&[b"http/1.1"]);
+    let client = client(&ca, &[b"http/1.1"]);
     let kept = handshake(&client, addr, "a.test").await.unwrap();
     assert_eq!(leaf_seen(&kept), old.der);
     let mut kept = Connection::open(kept).await;
@@ -399,7 +379,7 @@ async fn a_broken_or_mismatched_key_is_refused_naming_the_file_and_the_old_certi
         config.watch_policy = false;
     })
     .await;
-    let client = ca.client(&[b"http/1.1"]);
+    let client = client(&ca, &[b"http/1.1"]);
 
     rename_over(
         dir.path(),
@@ -409,10 +389,7 @@ async fn a_broken_or_mismatched_key_is_refused_naming_the_file_and_the_old_certi
     let error = running.reload_certificates().await.unwrap_err();
     assert!(error.contains(&key.display().to_string()), "{error}");
     assert!(error.contains("private key"), "{error}");
-    assert_eq!(
-        leaf_seen(&handshake(&client, addr, "a.test").await.unwrap()),
-        old.der
-    );
+    assert_eq!(leaf_served(&client, addr, "a.test").await, old.der);
 
     // A new certificate with the old key: a pair that does not belong together.
     rename_over(dir.path(), "a.key", &old.key_pem);
@@ -430,10 +407,7 @@ async fn a_broken_or_mismatched_key_is_refused_naming_the_file_and_the_old_certi
     // Fixed: the next reload takes it.
     rename_over(dir.path(), "a.key", &other.key_pem);
     running.reload_certificates().await.unwrap();
-    assert_eq!(
-        leaf_seen(&handshake(&client, addr, "a.test").await.unwrap()),
-        other.der
-    );
+    assert_eq!(leaf_served(&client, addr, "a.test").await, other.der);
     running.shutdown().await;
 }
 
@@ -443,11 +417,7 @@ async fn a_broken_certificate_at_start_is_fatal_and_names_the_file() {
     let cert = rename_over(dir.path(), "a.crt", "not a certificate\n");
     let origin = cacheable_origin().await;
     let config = edgecache_runtime::Config {
-        listen: vec![ListenSpec {
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            proxy_protocol: false,
-            tls: true,
-        }],
+        listen: vec![tls_listener()],
         backend: Some(origin.addr.to_string()),
         tls: edgecache_runtime::config::TlsSettings {
             certificates: vec![pair(cert.clone(), None, &[])],
@@ -466,16 +436,8 @@ async fn a_broken_certificate_at_start_is_fatal_and_names_the_file() {
 
 #[tokio::test]
 async fn plain_http_on_the_tls_port_gets_nginx_s_400_and_a_close() {
-    let ca = TestCa::new();
-    let leaf = ca.issue(&["a.test"]);
-    let dir = temp_dir();
-    let both = rename_over(dir.path(), "a.pem", &leaf.combined_pem());
-    let origin = cacheable_origin().await;
-    let (running, addr) = start_tls_proxy(origin.addr, |config| {
-        config.tls.certificates = vec![pair(both, None, &[])];
-    })
-    .await;
-    let mut raw = RawConn::connect(addr).await;
+    let served = serving_a_test(|_| {}).await;
+    let mut raw = RawConn::connect(served.addr).await;
     raw.send("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n").await;
     let response = raw.response(false).await;
     assert_eq!(response.status, 400);
@@ -485,28 +447,22 @@ async fn plain_http_on_the_tls_port_gets_nginx_s_400_and_a_close() {
         "{body}"
     );
     assert!(raw.closed_by_peer(EXCHANGE_LIMIT).await);
-    assert_eq!(origin.requests(), 0);
-    running.shutdown().await;
+    assert_eq!(served.origin.requests(), 0);
+    served.running.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_stalled_handshake_is_closed_at_the_timeout_and_other_clients_are_served() {
-    let ca = TestCa::new();
-    let leaf = ca.issue(&["a.test"]);
-    let dir = temp_dir();
-    let both = rename_over(dir.path(), "a.pem", &leaf.combined_pem());
-    let origin = cacheable_origin().await;
-    let (running, addr) = start_tls_proxy(origin.addr, |config| {
-        config.tls.certificates = vec![pair(both, None, &[])];
+    let served = serving_a_test(|config| {
         config.tls.handshake_timeout = Duration::from_secs(1);
     })
     .await;
     let started = tokio::time::Instant::now();
     // The first bytes of a TLS record header, then nothing.
-    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    let mut stalled = TcpStream::connect(served.addr).await.unwrap();
     stalled.write_all(&[0x16, 0x03]).await.unwrap();
     // A client whose handshake is garbage fails alone.
-    let mut garbage = TcpStream::connect(addr).await.unwrap();
+    let mut garbage = TcpStream::connect(served.addr).await.unwrap();
     garbage
         .write_all(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5])
         .await
@@ -516,7 +472,9 @@ async fn a_stalled_handshake_is_closed_at_the_timeout_and_other_clients_are_serv
         "a bad handshake is closed"
     );
     // Meanwhile a good client is served.
-    let good = handshake(&ca.client(&[b"h2"]), addr, "a.test").await.unwrap();
+    let good = handshake(&client(&served.ca, &[b"h2"]), served.addr, "a.test")
+        .await
+        .unwrap();
     assert_eq!(Connection::open(good).await.get("/").await.status, StatusCode::OK);
     assert!(
         closed(&mut stalled, EXCHANGE_LIMIT).await,
@@ -527,7 +485,7 @@ async fn a_stalled_handshake_is_closed_at_the_timeout_and_other_clients_are_serv
         waited >= Duration::from_millis(900),
         "closed after {waited:?}, before the timeout"
     );
-    running.shutdown().await;
+    served.running.shutdown().await;
 }
 
 /// Whether the peer closed `stream` within `within` (bytes it sends first, such as a TLS
@@ -549,28 +507,18 @@ async fn closed(stream: &mut TcpStream, within: Duration) -> bool {
 
 #[tokio::test]
 async fn a_returning_client_resumes_its_session_with_tls13_and_tls12() {
-    let ca = TestCa::new();
-    let leaf = ca.issue(&["a.test"]);
-    let dir = temp_dir();
-    let both = rename_over(dir.path(), "a.pem", &leaf.combined_pem());
-    let origin = cacheable_origin().await;
-    let (running, addr) = start_tls_proxy(origin.addr, |config| {
-        config.tls.certificates = vec![pair(both, None, &[])];
-    })
-    .await;
+    let served = serving_a_test(|_| {}).await;
     for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca.cert.der().clone()).unwrap();
         let config =
             rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
                 .with_protocol_versions(&[version])
                 .unwrap()
-                .with_root_certificates(roots)
+                .with_root_certificates(served.ca.roots())
                 .with_no_client_auth();
         let client = TlsConnector::from(Arc::new(config));
         let mut kinds = Vec::new();
         for _ in 0..2 {
-            let stream = handshake(&client, addr, "a.test").await.unwrap();
+            let stream = handshake(&client, served.addr, "a.test").await.unwrap();
             kinds.push(stream.get_ref().1.handshake_kind());
             // TLS 1.3 tickets arrive after the handshake: a request reads them.
             assert_eq!(
@@ -581,7 +529,7 @@ async fn a_returning_client_resumes_its_session_with_tls13_and_tls12() {
         use rustls::HandshakeKind::{Full, Resumed};
         assert_eq!(kinds, [Some(Full), Some(Resumed)], "{version:?}");
     }
-    running.shutdown().await;
+    served.running.shutdown().await;
 }
 
 #[tokio::test]
@@ -595,7 +543,7 @@ async fn a_file_added_to_the_tls_dir_serves_its_name_without_a_restart() {
         config.tls.dir = Some(dir.path().to_path_buf());
     })
     .await;
-    let client = ca.client(&[b"http/1.1"]);
+    let client = client(&ca, &[b"http/1.1"]);
     // Before: c.test gets the default certificate, which the client refuses for that name.
     assert!(handshake(&client, addr, "c.test").await.is_err());
     rename_over(dir.path(), "c.test.pem", &added.combined_pem());
@@ -621,11 +569,8 @@ async fn a_symlink_swapped_as_configmaps_do_serves_the_new_certificate() {
         config.tls.certificates = vec![pair(dir.path().join("tls.pem"), None, &[])];
     })
     .await;
-    let client = ca.client(&[b"http/1.1"]);
-    assert_eq!(
-        leaf_seen(&handshake(&client, addr, "a.test").await.unwrap()),
-        old.der
-    );
+    let client = client(&ca, &[b"http/1.1"]);
+    assert_eq!(leaf_served(&client, addr, "a.test").await, old.der);
     std::os::unix::fs::symlink("..v2", dir.path().join("..data_tmp")).unwrap();
     std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
     eventually_serves(&client, addr, "a.test", &new.der).await;

@@ -68,10 +68,16 @@ impl TestCa {
         self.cert.der()
     }
 
-    /// Client settings trusting only this CA, offering `alpn`.
-    pub fn client_config(&self, alpn: &[&[u8]]) -> rustls::ClientConfig {
+    /// A root store holding only this CA, for clients built with other settings.
+    pub fn roots(&self) -> rustls::RootCertStore {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.der().clone()).unwrap();
+        roots
+    }
+
+    /// Client settings trusting only this CA, offering `alpn`.
+    pub fn client_config(&self, alpn: &[&[u8]]) -> rustls::ClientConfig {
+        let roots = self.roots();
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
