@@ -107,6 +107,28 @@ impl Backend {
         error
     }
 
+    /// The outcome of one exchange bounded by the first-byte budget: the response head, or the
+    /// error, counted as the backend's failure unless the client's own body was at fault.
+    fn answered<T>(
+        &self,
+        outcome: Result<Result<T, BackendError>, tokio::time::error::Elapsed>,
+    ) -> Result<T, BackendError> {
+        match outcome {
+            Ok(Ok(response)) => Ok(response),
+            // A client that stalls or breaks its body is no sign of a failing origin.
+            Ok(Err(error)) => Err(match error.kind {
+                FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => error,
+                _ => self.failed(error),
+            }),
+            Err(_) => Err(self.failed(BackendError::new(
+                self,
+                Stage::FirstByte,
+                FailureKind::Timeout,
+                "no response head in time",
+            ))),
+        }
+    }
+
     /// A backend called `name` at `address` (`host:port`). With a probe it starts probing at
     /// once, on the current tokio runtime (an error when there is none).
     pub fn new(name: &str, address: &str, options: BackendOptions) -> Result<Backend, String> {
@@ -276,26 +298,8 @@ impl Backend {
         };
         // On failure `in_flight` is dropped on return; on success it moves into the body.
         let outcome = tokio::time::timeout(budget, client.request(request)).await;
-        let response = match outcome {
-            Ok(Ok(response)) => response,
-            Ok(Err(error)) => {
-                let error = BackendError::from_client(self, error);
-                // A client that stalls its body is no sign of a failing origin.
-                return Err(match error.kind {
-                    FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => error,
-                    _ => self.failed(error),
-                });
-            }
-            Err(_) => {
-                let error = BackendError::new(
-                    self,
-                    Stage::FirstByte,
-                    FailureKind::Timeout,
-                    "no response head in time",
-                );
-                return Err(self.failed(error));
-            }
-        };
+        let response =
+            self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_client(self, error))))?;
         let between_bytes = inner.options.timeouts.between_bytes;
         Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
     }

@@ -159,25 +159,9 @@ impl Backend {
             });
             sender.send_request(request).await
         };
-        let response = match tokio::time::timeout(timeouts.first_byte, exchange).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(error)) => {
-                let error = BackendError::from_exchange(self, &error);
-                return Err(match error.kind {
-                    FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => error,
-                    _ => self.failed(error),
-                });
-            }
-            Err(_) => {
-                let error = BackendError::new(
-                    self,
-                    Stage::FirstByte,
-                    FailureKind::Timeout,
-                    "no response head in time",
-                );
-                return Err(self.failed(error));
-            }
-        };
+        let outcome = tokio::time::timeout(timeouts.first_byte, exchange).await;
+        let response = self
+            .answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_exchange(self, &error))))?;
         Ok(Piped {
             response,
             in_flight,
