@@ -94,14 +94,8 @@ pub fn load(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnosti
     let mut sm = SourceMap::new();
     let mut sink = Sink::default();
     let mut decls = Vec::new();
-    match loader.load(entry, None) {
-        Ok((name, text)) => {
-            let id = sm.add(name.clone(), text);
-            let mut stack = vec![name];
-            expand(id, &mut sm, &mut sink, Some(loader), &mut stack, &mut decls);
-            require_version_line(id, &decls, &mut sink);
-        }
-        Err(e) => sink.push(unreadable_entry(&mut sm, entry, &e)),
+    if let Some(id) = expand_entry(entry, loader, &mut sm, &mut sink, &mut decls) {
+        require_version_line(id, &decls, &mut sink);
     }
     finish(sm, sink, decls)
 }
@@ -261,6 +255,29 @@ fn include_target(
     }
 }
 
+/// Reads `entry` and expands its includes into `decls`; `None` (with the diagnostic in `sink`)
+/// when the entry cannot be read.
+fn expand_entry(
+    entry: &str,
+    loader: &dyn SourceLoader,
+    sm: &mut SourceMap,
+    sink: &mut Sink,
+    decls: &mut Vec<ast::Decl>,
+) -> Option<FileId> {
+    match loader.load(entry, None) {
+        Ok((name, text)) => {
+            let id = sm.add(name.clone(), text);
+            let mut stack = vec![name];
+            expand(id, sm, sink, Some(loader), &mut stack, decls);
+            Some(id)
+        }
+        Err(e) => {
+            sink.push(unreadable_entry(sm, entry, &e));
+            None
+        }
+    }
+}
+
 /// Checks a file made to be included (Varnish's `include`) on its own, with everything it
 /// includes: no `vcl 4.x;` line is needed, and the names it uses without declaring them
 /// (subs, ACLs, backends, probes, directors, imports), which the including file is expected
@@ -270,14 +287,7 @@ pub fn check_fragment(entry: &str, loader: &dyn SourceLoader) -> Diagnostics {
     let mut sm = SourceMap::new();
     let mut sink = Sink::default();
     let mut decls = Vec::new();
-    match loader.load(entry, None) {
-        Ok((name, text)) => {
-            let id = sm.add(name.clone(), text);
-            let mut stack = vec![name];
-            expand(id, &mut sm, &mut sink, Some(loader), &mut stack, &mut decls);
-        }
-        Err(e) => sink.push(unreadable_entry(&mut sm, entry, &e)),
-    }
+    expand_entry(entry, loader, &mut sm, &mut sink, &mut decls);
     let _ = check_with_builtin(&mut sm, &mut sink, decls);
     sink.items = fragment::soften(sink.items);
     Diagnostics::new(Arc::new(sm), sink.items)
