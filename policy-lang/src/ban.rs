@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::pattern::Pattern;
+use crate::vocab::pattern::Pattern;
 use http::HeaderName;
 
 use crate::diagnostics::{Code, Diagnostic, Diagnostics, FileId, SourceMap, Span};
@@ -267,7 +267,7 @@ impl<'a> BanParser<'a> {
                 }
             },
             // Varnish's ban regexes are PCRE2, as its VCL's.
-            (_, Op::Match | Op::NotMatch) => match crate::check::compile_regex(&arg_text) {
+            (_, Op::Match | Op::NotMatch) => match crate::vocab::regex::compile(&arg_text, Span::default()) {
                 Ok(r) => Arg::Regex(r),
                 Err(_) => {
                     self.err(astart, self.pos, "regex does not compile");

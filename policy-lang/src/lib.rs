@@ -40,6 +40,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acl_names;
 mod ast;
 mod ban;
 mod check;
@@ -48,8 +49,8 @@ mod diagnostics;
 mod eval;
 mod fragment;
 mod grammar;
-mod pattern;
-mod sub;
+mod tree;
+mod vocab;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing {
@@ -61,15 +62,14 @@ pub mod testing {
 use std::sync::Arc;
 
 pub use ban::{parse_ban, BanContext, BanExpr};
-pub use compile::{
-    BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl, Program,
-};
+pub use compile::Program;
 pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
-pub use eval::{
-    BackendId, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, ValueType, Var,
+pub use eval::{Context, PluginOutcome};
+pub use tree::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl};
+pub use vocab::pattern::pcre_limit_hits;
+pub use vocab::{
+    Action, BackendId, ConnectionValue, PluginId, PluginPhase, Scope, Sub, Value, ValueType, Var,
 };
-pub use pattern::pcre_limit_hits;
-pub use sub::{Action, Sub};
 
 use diagnostics::Sink;
 
@@ -81,6 +81,14 @@ pub trait SourceLoader {
     /// detection and [`Program::sources`]) and its text, or an I/O error
     /// message.
     fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String>;
+
+    /// The addresses a host name in an ACL resolves to (each becomes an entry), or why it does
+    /// not resolve. Names are resolved once, when the policy loads, as Varnish does. The
+    /// default resolves nothing, so every ACL host name is refused.
+    fn resolve_host(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String> {
+        let _ = name;
+        Err("this loader resolves no host names".to_string())
+    }
 }
 
 /// The builtin VCL appended after user code (Varnish's `builtin.vcl`).
@@ -97,7 +105,7 @@ pub fn load(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnosti
     if let Some(id) = expand_entry(entry, loader, &mut sm, &mut sink, &mut decls) {
         require_version_line(id, &decls, &mut sink);
     }
-    finish(sm, sink, decls)
+    finish(sm, sink, decls, Some(loader))
 }
 
 /// Loads a policy from a string. `include` is not allowed (there is no loader).
@@ -109,7 +117,7 @@ pub fn load_str(name: &str, text: &str) -> Result<Program, Diagnostics> {
     let mut stack = vec![name.to_string()];
     expand(id, &mut sm, &mut sink, None, &mut stack, &mut decls);
     require_version_line(id, &decls, &mut sink);
-    finish(sm, sink, decls)
+    finish(sm, sink, decls, None)
 }
 
 /// As Varnish: the policy file starts with its version line (an empty or truncated file is
@@ -288,7 +296,7 @@ pub fn check_fragment(entry: &str, loader: &dyn SourceLoader) -> Diagnostics {
     let mut sink = Sink::default();
     let mut decls = Vec::new();
     expand_entry(entry, loader, &mut sm, &mut sink, &mut decls);
-    let _ = check_with_builtin(&mut sm, &mut sink, decls);
+    let _ = check_with_builtin(&mut sm, &mut sink, decls, Some(loader));
     sink.items = fragment::soften(sink.items);
     Diagnostics::new(Arc::new(sm), sink.items)
 }
@@ -304,8 +312,13 @@ fn unreadable_entry(sm: &mut SourceMap, entry: &str, error: &str) -> Diagnostic 
 }
 
 /// Checks `decls` (the user's files, in include order) followed by the builtin VCL; the
-/// parts to compile when nothing was wrong.
-fn check_with_builtin(sm: &mut SourceMap, sink: &mut Sink, decls: Vec<ast::Decl>) -> Option<compile::Parts> {
+/// parts to compile when nothing was wrong. ACL host names are resolved with `loader`.
+fn check_with_builtin(
+    sm: &mut SourceMap,
+    sink: &mut Sink,
+    decls: Vec<ast::Decl>,
+    loader: Option<&dyn SourceLoader>,
+) -> Option<tree::Checked> {
     let builtin_id = sm.add(BUILTIN_NAME, BUILTIN_VCL);
     let builtin = ast::lower::parse_file(builtin_id, BUILTIN_VCL, sink);
     let mut modules = vec![(ast::Module { decls }, false)];
@@ -317,20 +330,27 @@ fn check_with_builtin(sm: &mut SourceMap, sink: &mut Sink, decls: Vec<ast::Decl>
         let _ = check::check(&modules, sink);
         None
     } else {
-        check::check(&modules, sink)
+        let mut checked = check::check(&modules, sink)?;
+        acl_names::resolve(&mut checked.acls, loader, sink);
+        Some(checked)
     }
 }
 
-fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Program, Diagnostics> {
+fn finish(
+    mut sm: SourceMap,
+    mut sink: Sink,
+    decls: Vec<ast::Decl>,
+    loader: Option<&dyn SourceLoader>,
+) -> Result<Program, Diagnostics> {
     let sources: Vec<String> = sm.files().map(|(_, f)| f.name.clone()).collect();
-    let parts = check_with_builtin(&mut sm, &mut sink, decls);
+    let checked = check_with_builtin(&mut sm, &mut sink, decls, loader);
     let sm = Arc::new(sm);
-    match parts {
-        Some(mut parts) if !sink.has_errors() => {
-            for (p, file) in parts.plugins.iter_mut().zip(&parts.plugin_files) {
+    match checked {
+        Some(mut checked) if !sink.has_errors() => {
+            for (p, file) in checked.plugins.iter_mut().zip(&checked.plugin_files) {
                 p.path = resolve_plugin_path(&sm.get(*file).name, &p.path);
             }
-            let cas = parts
+            let cas = checked
                 .backends
                 .iter_mut()
                 .filter_map(|b| b.tls.as_mut()?.ca.as_mut());
@@ -339,7 +359,7 @@ fn finish(mut sm: SourceMap, mut sink: Sink, decls: Vec<ast::Decl>) -> Result<Pr
                 ca.path = resolve_plugin_path(&file.name, &ca.path);
                 ca.declared_at = format!("{}:{}", file.name, file.line_col(ca.span.start).0);
             }
-            let mut program = compile::compile(parts, sources);
+            let mut program = compile::compile(checked, sources);
             if !sink.items.is_empty() {
                 program.warnings = Some(Diagnostics::new(sm, sink.items));
             }

@@ -5,10 +5,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use crate::ast::{AclDef, Attr, AttrValue, BackendDef, ExprKind, PluginDef, ProbeDef};
-use crate::compile::{
-    Acl, AclRule, BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl,
-};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
+use crate::tree::{
+    Acl, AclName, AclRule, BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl,
+};
 
 const BACKEND_ATTRS: &[&str] = &[
     "host",
@@ -44,7 +44,16 @@ const PROBE_ATTRS: &[&str] = &[
     "threshold",
     "initial",
 ];
-const PLUGIN_ATTRS: &[&str] = &["path", "config", "on_error", "isolation"];
+const PLUGIN_ATTRS: &[&str] = &[
+    "path",
+    "config",
+    "on_error",
+    "isolation",
+    "root_id",
+    "vm_config",
+    "upstreams",
+    "max_body",
+];
 
 fn unknown_attr(sink: &mut Sink, kind: &str, a: &Attr, known: &[&str]) {
     let d = Diagnostic::new(
@@ -367,6 +376,7 @@ fn split_host_port(h: &str) -> (&str, Option<&str>) {
 
 pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
     let mut rules = Vec::new();
+    let mut names = Vec::new();
     for e in &d.entries {
         // Varnish also takes the mask inside the quotes: "10.0.0.0/8".
         let (addr, mask) = match e.addr.split_once('/').map(|(a, m)| (a, m.parse::<u32>())) {
@@ -378,18 +388,19 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
         } else {
             match addr.parse::<IpAddr>() {
                 Ok(ip) => vec![ip],
+                // A host name: resolved when the policy loads (`load` asks its loader).
+                Err(_) if !addr.contains(':') && !addr.is_empty() => {
+                    names.push(AclName {
+                        negated: e.negated,
+                        optional: e.optional,
+                        name: addr.to_string(),
+                        span: e.addr_span,
+                        mask: mask.map(|(m, _)| m),
+                    });
+                    continue;
+                }
                 Err(_) => {
-                    let d = if e.optional {
-                        Diagnostic::new(
-                            Code::NoEffect,
-                            e.addr_span,
-                            format!(
-                                "ACL entry `{}` is ignored: edgecache does not resolve host names",
-                                e.addr
-                            ),
-                        )
-                        .label("not an IP address")
-                    } else if addr.contains(':') {
+                    let d = if addr.contains(':') {
                         Diagnostic::new(
                             Code::BadDeclaration,
                             e.addr_span,
@@ -398,13 +409,8 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
                         .label("expected e.g. \"2001:db8::\"/32 or \"::1\"")
                         .hint("check the groups: at most eight, each of at most four hex digits, `::` once")
                     } else {
-                        Diagnostic::new(
-                            Code::BadDeclaration,
-                            e.addr_span,
-                            format!("ACL entry `{}` is not an IP address", e.addr),
-                        )
-                        .label("expected an IP address such as \"10.0.0.0\"/8")
-                        .hint("edgecache does not resolve host names in ACLs (only `localhost`); write the address, or wrap the entry in parentheses to ignore it")
+                        Diagnostic::new(Code::BadDeclaration, e.addr_span, "empty ACL entry")
+                            .label("expected an IP address such as \"10.0.0.0\"/8 or a host name")
                     };
                     sink.push(d);
                     continue;
@@ -435,6 +441,7 @@ pub(crate) fn acl(sink: &mut Sink, d: &AclDef) -> Acl {
     Acl {
         name: d.name.name.clone(),
         rules,
+        names,
     }
 }
 
@@ -447,6 +454,10 @@ pub(crate) fn plugin(sink: &mut Sink, d: &PluginDef) -> PluginDecl {
         config: String::new(),
         on_error: OnError::default(),
         isolation: PluginIsolation::default(),
+        root_id: String::new(),
+        vm_config: String::new(),
+        upstreams: Vec::new(),
+        max_body: None,
     };
     let mut has_path = false;
     let mut seen: Vec<(&str, Span)> = Vec::new();
@@ -507,6 +518,26 @@ pub(crate) fn plugin(sink: &mut Sink, d: &PluginDef) -> PluginDecl {
                     };
                 }
             }
+            "root_id" => p.root_id = expect_string(sink, a).unwrap_or_default(),
+            "vm_config" => match &a.value {
+                AttrValue::Strings(v) => p.vm_config = v.iter().map(|(s, _)| s.as_str()).collect(),
+                _ => p.vm_config = expect_string(sink, a).unwrap_or_default(),
+            },
+            "upstreams" => {
+                if let Some(text) = expect_string(sink, a) {
+                    p.upstreams = plugin_upstreams(sink, a, &text);
+                }
+            }
+            "max_body" => match &a.value {
+                AttrValue::Expr(e) => match e.kind {
+                    ExprKind::Bytes(b) => p.max_body = Some(b),
+                    _ => sink
+                        .push(mismatch(a.value.span(), "max_body", "a size").hint("e.g. `.max_body = 1MB;`")),
+                },
+                _ => {
+                    sink.push(mismatch(a.value.span(), "max_body", "a size").hint("e.g. `.max_body = 1MB;`"))
+                }
+            },
             _ => unknown_attr(sink, "plugin", a, PLUGIN_ATTRS),
         }
     }
@@ -522,6 +553,40 @@ pub(crate) fn plugin(sink: &mut Sink, d: &PluginDef) -> PluginDecl {
         );
     }
     p
+}
+
+/// `.upstreams = "httpbin=origin auth=auth_director";`: space-separated `CLUSTER=BACKEND`
+/// pairs. Whether each backend exists is checked by the runtime when it loads the plugin.
+fn plugin_upstreams(sink: &mut Sink, a: &Attr, text: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for item in text.split_whitespace() {
+        match item.split_once('=') {
+            Some((cluster, backend)) if !cluster.is_empty() && !backend.is_empty() => {
+                if pairs.iter().any(|(c, _)| c == cluster) {
+                    sink.push(
+                        Diagnostic::new(
+                            Code::BadDeclaration,
+                            a.value.span(),
+                            format!("upstream `{cluster}` is named twice in `.upstreams`"),
+                        )
+                        .label("here"),
+                    );
+                    continue;
+                }
+                pairs.push((cluster.to_string(), backend.to_string()));
+            }
+            _ => sink.push(
+                Diagnostic::new(
+                    Code::BadDeclaration,
+                    a.value.span(),
+                    format!("`{item}` in `.upstreams` is not `CLUSTER=BACKEND`"),
+                )
+                .label("expected space-separated CLUSTER=BACKEND pairs")
+                .hint("e.g. `.upstreams = \"auth=auth_backend httpbin=origin\";`"),
+            ),
+        }
+    }
+    pairs
 }
 
 /// A bare-word attribute value (`.on_error = deny;`) that must be one of `allowed`.

@@ -1,8 +1,8 @@
 //! Signatures of the built-in functions (`regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`).
 
 use super::types::Ty;
-use crate::compile::ir::Func;
-use crate::eval::ConnectionValue;
+use crate::tree::Func;
+use crate::vocab::ConnectionValue;
 
 /// The vmods edgecache provides natively.
 pub(crate) const VMODS: &[&str] = &["std", "directors", "proxy", "tls"];

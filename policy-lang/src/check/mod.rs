@@ -7,29 +7,20 @@
 //!   custom sub (a custom sub is checked in the context of every caller);
 //! * `types.rs` with `vars.rs` and `funcs.rs`: variables readable/writable
 //!   per sub, types, legal `return` actions; it also produces the resolved
-//!   tree (`compile::ir`) the compiler links;
-//! * `regex.rs`: patterns compile (with a dedicated PCRE-only diagnostic).
+//!   checked tree (`tree`) the compiler folds into a `Program`;
+//! * patterns compile (`vocab::regex`, with a dedicated PCRE-only diagnostic).
 
 mod decls;
 mod funcs;
-mod regex;
-pub(crate) mod types;
+mod types;
 mod vars;
-
-pub(crate) use regex::convert_replacement;
-
-/// A VCL regex outside a policy (a ban expression), compiled as `~` compiles it.
-pub(crate) fn compile_regex(pattern: &str) -> Result<crate::pattern::Pattern, Diagnostic> {
-    regex::compile(pattern, Span::default())
-}
 
 use std::collections::HashMap;
 
 use crate::ast::{Decl, ExprKind, Module, Stmt, StmtKind, SubDef};
-use crate::compile::{self, Director, DirectorKind, ProbeDecl};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
-use crate::eval::BackendId;
-use crate::sub::Sub;
+use crate::tree::{Checked, Director, DirectorKind, ProbeDecl};
+use crate::vocab::{BackendId, Sub};
 use types::{AddedMember, BodyCtx, DirectorAdd, Lowerer};
 
 /// What a top-level name refers to.
@@ -149,7 +140,7 @@ fn legacy_sub(name: &str) -> Option<&'static str> {
 
 /// Checks the modules (user files in include order, then the builtin) and
 /// lowers them. Returns `None` when errors were pushed.
-pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compile::Parts> {
+pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Checked> {
     let mut syms = Symbols::default();
     let mut subs: Vec<SubInfo<'_>> = Vec::new();
     let mut sub_index: HashMap<String, usize> = HashMap::new();
@@ -558,7 +549,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<compi
         .iter()
         .position(|s| s.name == BUILTIN_RECV[0])
         .filter(|_| untouched);
-    Some(compile::Parts {
+    Some(Checked {
         backends,
         default_backend,
         acls,

@@ -1,7 +1,7 @@
 //! Typing and resolution of sub bodies: every expression gets a type, names
 //! resolve to variables / backends / ACLs, scope and return legality are
 //! checked against the subs the body runs in, and the result is the
-//! resolved tree (`compile::ir`). Errors are pushed and lowering goes on
+//! checked tree (`crate::tree`). Errors are pushed and lowering goes on
 //! with a poison type (`Ty::Err`) so one mistake does not cascade.
 
 use std::borrow::Cow;
@@ -13,13 +13,15 @@ use http::HeaderName;
 
 use super::funcs::{self, Sig};
 use super::vars::{self, VarRef};
-use super::{regex as re, SymKind, Symbols};
+use super::{SymKind, Symbols};
 use crate::ast::{self, Arg, AssignOp, BinOp, ExprKind, StmtKind};
-use crate::compile::ir::{ArithOp, CmpOp, Expr, Func, Matcher, Replacement, Ret, Stmt};
-use crate::compile::{fold, DirectorKind};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
-use crate::eval::{BackendId, PluginId, PluginPhase, Scope, Value, ValueType, Var};
-use crate::sub::{self, mask, Action, Sub};
+use crate::tree::{fold, DirectorKind, Expr, Func, Matcher, Replacement, Ret, Stmt};
+use crate::vocab::regex as re;
+use crate::vocab::sub::{self, default_reason, mask};
+use crate::vocab::{
+    Action, ArithOp, BackendId, CmpOp, PluginId, PluginPhase, Scope, Sub, Value, ValueType, Var,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ty {
@@ -1722,12 +1724,4 @@ enum Expect {
 
 fn vars_name(scope: Scope, h: &str) -> String {
     format!("{}.http.{h}", scope.as_str())
-}
-
-/// Reason phrase for `synth(status)` without one.
-pub(crate) fn default_reason(status: u16) -> &'static str {
-    http::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("Unknown Error")
 }

@@ -1,8 +1,8 @@
 //! The per-sub variable table: each variable's type and the subs where it
 //! may be read, written and unset (Varnish 7.x `vcl_var.rst`, core subset).
 
-use crate::eval::{Scope, ValueType, Var};
-use crate::sub::mask::*;
+use crate::vocab::sub::mask::*;
+use crate::vocab::{Scope, ValueType, Var};
 
 /// Where a variable may be used.
 #[derive(Debug, Clone, Copy)]

@@ -3,9 +3,10 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use super::{Context, Value};
-use crate::compile::ir::{Expr, Func};
+use super::Context;
 use crate::compile::Program;
+use crate::tree::{Expr, Func};
+use crate::vocab::{Value, Var};
 
 pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn Context) -> Value<'a> {
     let arg = |i: usize| -> Value<'a> { args.get(i).map(|e| p.eval(e, ctx)).unwrap_or(Value::Unset) };
@@ -86,7 +87,7 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
             let hi = arg(1).as_real().unwrap_or(1.0);
             Value::Real(lo + (hi - lo) * ctx.random())
         }
-        Func::Now => ctx.get(super::Var::Now),
+        Func::Now => ctx.get(Var::Now),
         Func::Connection(value) => ctx.connection(value),
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.

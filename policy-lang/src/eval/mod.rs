@@ -5,7 +5,6 @@
 //! concatenated or written.
 
 mod builtins;
-mod connection;
 mod context;
 mod director;
 mod fnmatch;
@@ -14,20 +13,17 @@ pub(crate) mod generated;
 mod strftime;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod testing;
-mod value;
 
-pub use connection::ConnectionValue;
-pub use context::{Context, PluginOutcome, PluginPhase, Scope, ValueType, Var};
-pub use value::{BackendId, PluginId, Value};
-
-pub(crate) use director::member_seed;
+pub use context::{Context, PluginOutcome};
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::compile::ir::{ArithOp, CmpOp, Expr, Replacement, Ret, Stmt};
 use crate::compile::Program;
-use crate::sub::{Action, Sub};
+use crate::tree::{Expr, Func, Replacement, Ret, Stmt};
+use crate::vocab::regex::convert_replacement;
+use crate::vocab::sub::{default_reason, mask};
+use crate::vocab::{arith, compare, write_value, Action, CmpOp, PluginId, Sub, Value, ValueType};
 
 enum Flow {
     Next,
@@ -126,7 +122,7 @@ impl Program {
                 }
             }
             Stmt::Eval(e) => {
-                if let Expr::Call(crate::compile::ir::Func::Ban, args) = e {
+                if let Expr::Call(Func::Ban, args) = e {
                     if let Some(a) = args.first() {
                         let s = self.to_string_owned(self.eval(a, &*ctx));
                         self.do_ban(&s, ctx);
@@ -155,7 +151,7 @@ impl Program {
     fn plugin_failed(&self, id: PluginId, sub: Sub) -> Action {
         let name = self.plugins.get(id.index()).map_or("?", |p| p.name.as_str());
         let reason: Arc<str> = Arc::from(format!("plugin {name} failed"));
-        if sub.bit() & crate::sub::mask::BACKEND != 0 {
+        if sub.bit() & mask::BACKEND != 0 {
             Action::Error { status: 503, reason }
         } else {
             Action::Synth { status: 503, reason }
@@ -186,7 +182,7 @@ impl Program {
         let reason = |e: &Option<Expr>, st: u16| -> Arc<str> {
             match e {
                 Some(e) => Arc::from(self.to_string_owned(self.eval(e, ctx))),
-                None => Arc::from(crate::check::types::default_reason(st)),
+                None => Arc::from(default_reason(st)),
             }
         };
         match r {
@@ -326,7 +322,7 @@ impl Program {
                     Replacement::Const(r) => Cow::Borrowed(r.as_str()),
                     Replacement::Dynamic(e) => {
                         let v = self.eval(e, ctx);
-                        Cow::Owned(crate::check::convert_replacement(v.as_str().unwrap_or("")))
+                        Cow::Owned(convert_replacement(v.as_str().unwrap_or("")))
                     }
                 };
                 Value::Str(Cow::Owned(regex.replace(s, rep.as_ref(), *all).into_owned()))
@@ -341,7 +337,7 @@ impl Program {
     }
 
     pub(crate) fn write(&self, out: &mut String, v: &Value<'_>) {
-        value::write_value(out, v, &|b| self.backend_name(b));
+        write_value(out, v, &|b| self.backend_name(b));
     }
 
     pub(crate) fn to_string_owned(&self, v: Value<'_>) -> String {
@@ -353,74 +349,5 @@ impl Program {
                 s
             }
         }
-    }
-}
-
-/// Arithmetic on values of checked types.
-pub(crate) fn arith(op: ArithOp, a: &Value<'_>, b: &Value<'_>) -> Option<Value<'static>> {
-    use Value::*;
-    Some(match (op, a, b) {
-        (ArithOp::Add, Int(x), Int(y)) => Int(x.wrapping_add(*y)),
-        (ArithOp::Sub, Int(x), Int(y)) => Int(x.wrapping_sub(*y)),
-        (ArithOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(*y)),
-        (ArithOp::Div, Int(x), Int(y)) => Int(if *y == 0 { 0 } else { x.wrapping_div(*y) }),
-        (ArithOp::Rem, Int(x), Int(y)) => Int(if *y == 0 { 0 } else { x.wrapping_rem(*y) }),
-        (op, Int(_) | Real(_), Int(_) | Real(_)) => Real(num(op, a.as_real()?, b.as_real()?)),
-        (op @ (ArithOp::Add | ArithOp::Sub), Duration(x), Duration(y)) => Duration(num(op, *x, *y)),
-        (ArithOp::Add, Bytes(x), Bytes(y)) => Bytes(x.saturating_add(*y)),
-        (ArithOp::Sub, Bytes(x), Bytes(y)) => Bytes(x.saturating_sub(*y)),
-        (op @ (ArithOp::Add | ArithOp::Sub), Time(x), Duration(y)) => Time(num(op, *x, *y)),
-        (ArithOp::Sub, Time(x), Time(y)) => Duration(x - y),
-        (op @ (ArithOp::Mul | ArithOp::Div), Duration(x), Int(_) | Real(_)) => {
-            Duration(num(op, *x, b.as_real()?))
-        }
-        (ArithOp::Mul, Int(_) | Real(_), Duration(y)) => Duration(a.as_real()? * y),
-        (op @ (ArithOp::Mul | ArithOp::Div), Bytes(x), Int(_) | Real(_)) => {
-            Bytes(num(op, *x as f64, b.as_real()?).max(0.0) as u64)
-        }
-        _ => return None,
-    })
-}
-
-fn num(op: ArithOp, x: f64, y: f64) -> f64 {
-    let r = match op {
-        ArithOp::Add => x + y,
-        ArithOp::Sub => x - y,
-        ArithOp::Mul => x * y,
-        ArithOp::Div => x / y,
-        ArithOp::Rem => x % y,
-    };
-    if r.is_finite() {
-        r
-    } else {
-        0.0
-    }
-}
-
-/// Comparison of values of checked types; unset strings compare as `""`.
-pub(crate) fn compare(op: CmpOp, a: &Value<'_>, b: &Value<'_>) -> bool {
-    use std::cmp::Ordering;
-    use Value::*;
-    let ord: Option<Ordering> = match (a, b) {
-        (Str(_) | Unset, Str(_) | Unset) => {
-            let x = a.as_str().unwrap_or("");
-            let y = b.as_str().unwrap_or("");
-            Some(x.cmp(y))
-        }
-        (Int(x), Int(y)) => Some(x.cmp(y)),
-        (Int(_) | Real(_), Int(_) | Real(_)) => {
-            a.as_real().zip(b.as_real()).and_then(|(x, y)| x.partial_cmp(&y))
-        }
-        (Duration(x), Duration(y)) | (Time(x), Time(y)) => x.partial_cmp(y),
-        (Bytes(x), Bytes(y)) => Some(x.cmp(y)),
-        (Bool(x), Bool(y)) => Some(x.cmp(y)),
-        (Ip(x), Ip(y)) => Some(x.cmp(y)),
-        // A director compares as itself, whatever key it was given.
-        (Backend(x), Backend(y)) => Some(x.map(BackendId::index).cmp(&y.map(BackendId::index))),
-        _ => None,
-    };
-    match ord {
-        Some(ord) => op.holds(ord),
-        None => matches!(op, CmpOp::Ne),
     }
 }

@@ -6,8 +6,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use http::HeaderName;
 
-use super::{BackendId, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, Var};
+use super::{Context, PluginOutcome};
 use crate::ban::BanExpr;
+use crate::vocab::{BackendId, PluginId, PluginPhase, Scope, Value, Var};
 
 /// Records every effect a program has. Variables live in a slot per [`Var`];
 /// headers in one list (cheap to scan for the handful a test sets).

@@ -1,57 +1,38 @@
-//! The resolved program tree: what `check` produces and `eval` runs.
-//! Variables are [`Var`] slots, headers pre-parsed [`HeaderName`]s, regexes
-//! compiled, subs referenced by index.
+//! The checked, typed tree `check` produces, `compile` folds and `eval` runs: declarations
+//! and resolved sub bodies.
+//!
+//! Variables are [`Var`] slots, headers pre-parsed [`HeaderName`]s, regexes compiled, subs
+//! referenced by index.
 
-use crate::pattern::Pattern;
+mod decl;
+pub(crate) mod fold;
+
+pub(crate) use decl::{Acl, AclName, AclRule, Director, DirectorKind, Member};
+pub use decl::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl};
+
 use http::HeaderName;
 
-use crate::eval::{PluginId, PluginPhase, Scope, Value, Var};
-use crate::sub::Action;
+use crate::diagnostics::FileId;
+use crate::vocab::pattern::Pattern;
+use crate::vocab::{
+    Action, ArithOp, BackendId, CmpOp, ConnectionValue, PluginId, PluginPhase, Scope, Sub, Value, Var,
+};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ArithOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CmpOp {
-    Eq,
-    Ne,
-    Lt,
-    Gt,
-    Le,
-    Ge,
-}
-
-impl CmpOp {
-    /// The operator with its operands swapped: `a < b` is `b > a`.
-    pub fn flipped(self) -> CmpOp {
-        match self {
-            CmpOp::Lt => CmpOp::Gt,
-            CmpOp::Gt => CmpOp::Lt,
-            CmpOp::Le => CmpOp::Ge,
-            CmpOp::Ge => CmpOp::Le,
-            same => same,
-        }
-    }
-
-    /// Whether `ord` (left compared with right) satisfies the operator.
-    #[inline]
-    pub fn holds(self, ord: std::cmp::Ordering) -> bool {
-        use std::cmp::Ordering;
-        match self {
-            CmpOp::Eq => ord == Ordering::Equal,
-            CmpOp::Ne => ord != Ordering::Equal,
-            CmpOp::Lt => ord == Ordering::Less,
-            CmpOp::Gt => ord == Ordering::Greater,
-            CmpOp::Le => ord != Ordering::Greater,
-            CmpOp::Ge => ord != Ordering::Less,
-        }
-    }
+/// A policy that passed every check: its declarations and the resolved body of each sub.
+pub(crate) struct Checked {
+    pub backends: Vec<BackendDecl>,
+    pub default_backend: Option<BackendId>,
+    pub acls: Vec<Acl>,
+    pub directors: Vec<Director>,
+    /// `.path` still as written; `finish` resolves it against the file.
+    pub plugins: Vec<PluginDecl>,
+    /// The file that declares each plugin (parallel to `plugins`).
+    pub plugin_files: Vec<FileId>,
+    pub bodies: Vec<Vec<Stmt>>,
+    pub methods: [Option<usize>; Sub::ALL.len()],
+    pub user_methods: u16,
+    /// The body of the builtin's `vcl_builtin_recv`, when no user sub extends it.
+    pub builtin_recv: Option<usize>,
 }
 
 /// Built-in functions that return a value.
@@ -79,7 +60,7 @@ pub(crate) enum Func {
     Time2Integer,
     Time2Real,
     /// `proxy.*()` / `tls.*()`.
-    Connection(crate::eval::ConnectionValue),
+    Connection(ConnectionValue),
 }
 
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! header) and Varnish Enterprise's `vmod_tls` (`tls.*`, the TLS edgecache terminated
 //! itself). Each is a function of no arguments, answered by [`Context::connection`].
 //!
-//! [`Context::connection`]: super::Context::connection
+//! [`Context::connection`]: crate::Context::connection
 
 use super::{Value, ValueType};
 

@@ -74,7 +74,7 @@ impl Pattern {
     }
 
     /// `regsub` (`all` false) or `regsuball`: `replacement` in the `regex` crate's syntax
-    /// (`${N}`, `$$`; see `check::convert_replacement`).
+    /// (`${N}`, `$$`; see `regex::convert_replacement`).
     pub fn replace<'s>(&self, s: &'s str, replacement: &str, all: bool) -> Cow<'s, str> {
         match self {
             Pattern::Linear(r) if all => r.replace_all(s, replacement),
@@ -154,7 +154,8 @@ mod tests {
     use super::*;
 
     fn pattern(p: &str) -> Pattern {
-        crate::check::compile_regex(p).unwrap_or_else(|d| panic!("{p}: {}", d.primary.message))
+        super::super::regex::compile(p, crate::diagnostics::Span::default())
+            .unwrap_or_else(|d| panic!("{p}: {}", d.primary.message))
     }
 
     #[test]
@@ -183,7 +184,7 @@ mod tests {
         assert!(twice.is_match("/wiki/wiki/Main_Page"));
         assert!(!twice.is_match("/wiki/w/Main_Page"));
         let swap = pattern(r"(?<=/)(\w+)-(\w+)(?=\.html)");
-        let rep = crate::check::convert_replacement(r"\2-\1");
+        let rep = super::super::regex::convert_replacement(r"\2-\1");
         assert_eq!(swap.replace("/a/foo-bar.html", &rep, false), "/a/bar-foo.html");
         let strip = pattern(r"(?<=[?&])utm_[a-z]+=[^&]*&?");
         assert_eq!(

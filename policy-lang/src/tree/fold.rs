@@ -4,8 +4,8 @@
 
 use std::borrow::Cow;
 
-use super::ir::{ArithOp, Expr, Stmt};
-use crate::eval::{self, Value, ValueType};
+use super::{Expr, Stmt};
+use crate::vocab::{arith, compare, ArithOp, Value, ValueType};
 
 pub(crate) fn stmt(s: Stmt) -> Stmt {
     match s {
@@ -39,24 +39,6 @@ pub(crate) fn stmt(s: Stmt) -> Stmt {
     }
 }
 
-/// `body` without the `call`s of subs whose body is empty (`empty[sub]`): they do nothing.
-pub(crate) fn without_calls_to_empty(body: Vec<Stmt>, empty: &[bool]) -> Vec<Stmt> {
-    body.into_iter()
-        .filter(|s| !matches!(s, Stmt::Call(sub) if empty.get(*sub).copied().unwrap_or(false)))
-        .map(|s| match s {
-            Stmt::If(branches, otherwise) => Stmt::If(
-                branches
-                    .into_iter()
-                    .map(|(c, b)| (c, without_calls_to_empty(b, empty)))
-                    .collect(),
-                without_calls_to_empty(otherwise, empty),
-            ),
-            Stmt::Block(b) => Stmt::Block(without_calls_to_empty(b, empty)),
-            other => other,
-        })
-        .collect()
-}
-
 pub(crate) fn expr(e: Expr) -> Expr {
     match e {
         Expr::Concat(parts) => {
@@ -84,7 +66,7 @@ pub(crate) fn expr(e: Expr) -> Expr {
             let (a, b) = (expr(*a), expr(*b));
             if let (Expr::Const(x), Expr::Const(y)) = (&a, &b) {
                 if op != ArithOp::Div && op != ArithOp::Rem {
-                    if let Some(v) = eval::arith(op, x, y) {
+                    if let Some(v) = arith(op, x, y) {
                         return Expr::Const(v);
                     }
                 }
@@ -94,7 +76,7 @@ pub(crate) fn expr(e: Expr) -> Expr {
         Expr::Cmp(op, a, b) => {
             let (a, b) = (expr(*a), expr(*b));
             if let (Expr::Const(x), Expr::Const(y)) = (&a, &b) {
-                return Expr::Const(Value::Bool(eval::compare(op, x, y)));
+                return Expr::Const(Value::Bool(compare(op, x, y)));
             }
             match (a, b) {
                 (subject, Expr::Const(Value::Str(lit))) if is_str_subject(&subject) => Expr::StrCmp {

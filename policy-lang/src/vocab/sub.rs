@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::eval::PluginId;
+use super::PluginId;
 
 /// A built-in subroutine (`vcl_*`) the runtime calls at a step of the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -228,4 +228,12 @@ pub(crate) fn legal_actions(sub: Sub) -> Vec<&'static str> {
         .copied()
         .filter(|n| action_mask(n).is_some_and(|m| m & sub.bit() != 0))
         .collect()
+}
+
+/// Reason phrase for `synth(status)` / `error(status)` without one.
+pub(crate) fn default_reason(status: u16) -> &'static str {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Unknown Error")
 }

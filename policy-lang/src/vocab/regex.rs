@@ -1,13 +1,14 @@
-//! Regex compilation at check time. VCL regexes are PCRE2: a pattern runs on Rust's `regex`
-//! when it compiles there and uses nothing whose meaning differs (look-around,
+//! Compiling a VCL regex from its source (policies and ban expressions) and the `\1` replacement syntax.
+//!
+//! VCL regexes are PCRE2: a pattern runs on Rust's `regex` when it compiles there and uses nothing whose meaning differs (look-around,
 //! back-references, atomic groups, possessive quantifiers), otherwise on PCRE2
-//! (`crate::pattern`). A pattern neither compiles is explained with PCRE2's message, as
+//! (`pattern.rs`). A pattern neither compiles is explained with PCRE2's message, as
 //! Varnish would.
 
 use regex::RegexBuilder;
 
+use super::pattern::Pattern;
 use crate::diagnostics::{Code, Diagnostic, Span};
-use crate::pattern::Pattern;
 
 /// Compiled-size cap for the `regex` crate: keeps pathological patterns from slowing loads.
 /// Past it (Unicode classes repeated with a count, `\w{2000}`), PCRE2's ASCII classes take over.
