@@ -1,6 +1,6 @@
 //! Signatures of the built-in functions (`regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`).
 
-use super::types::Ty;
+use super::ty::Ty;
 use crate::tree::Func;
 use crate::vocab::ConnectionValue;
 

@@ -12,6 +12,7 @@
 
 mod decls;
 mod funcs;
+mod ty;
 mod types;
 mod vars;
 

@@ -1,0 +1,59 @@
+//! The types the checker gives expressions (VCL's type names, plus ACL, PROBE and a poison
+//! type for expressions already reported).
+
+use crate::vocab::ValueType;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    Str,
+    Int,
+    Real,
+    Duration,
+    Bytes,
+    Time,
+    Bool,
+    Ip,
+    Backend,
+    Acl,
+    Probe,
+    /// Poison: an error was already reported.
+    Err,
+}
+
+impl Ty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::Str => "STRING",
+            Ty::Int => "INT",
+            Ty::Real => "REAL",
+            Ty::Duration => "DURATION",
+            Ty::Bytes => "BYTES",
+            Ty::Time => "TIME",
+            Ty::Bool => "BOOL",
+            Ty::Ip => "IP",
+            Ty::Backend => "BACKEND",
+            Ty::Acl => "ACL",
+            Ty::Probe => "PROBE",
+            Ty::Err => "?",
+        }
+    }
+
+    pub(super) fn of(v: ValueType) -> Ty {
+        match v {
+            ValueType::Str => Ty::Str,
+            ValueType::Int => Ty::Int,
+            ValueType::Real => Ty::Real,
+            ValueType::Bool => Ty::Bool,
+            ValueType::Duration => Ty::Duration,
+            ValueType::Bytes => Ty::Bytes,
+            ValueType::Time => Ty::Time,
+            ValueType::Ip => Ty::Ip,
+            ValueType::Backend => Ty::Backend,
+            ValueType::Body => Ty::Str,
+        }
+    }
+
+    pub(super) fn stringifiable(self) -> bool {
+        !matches!(self, Ty::Acl | Ty::Probe)
+    }
+}

@@ -1,0 +1,470 @@
+//! Function calls: `std.*` and the other vmods' functions (typed by their signatures),
+//! `regsub`, and the calls written as statements (`hash_data`, `synthetic`, `ban`,
+//! `std.log`, `plugin.request`, ...).
+
+use super::{vars_name, Expect, Lowerer, E};
+use crate::ast::{self, Arg, ExprKind};
+use crate::check::funcs::{self, Sig};
+use crate::check::ty::Ty;
+use crate::check::vars::{self, VarRef};
+use crate::check::SymKind;
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, Span};
+use crate::tree::{fold, Expr, Func, Replacement, Stmt};
+use crate::vocab::regex as re;
+use crate::vocab::sub::mask;
+use crate::vocab::{PluginId, PluginPhase, Value};
+
+impl Lowerer<'_> {
+    pub(super) fn arg_count(&mut self, span: Span, f: &str, want: &str) {
+        self.sink.push(
+            Diagnostic::new(
+                Code::BadArguments,
+                span,
+                format!("wrong number of arguments to `{f}`"),
+            )
+            .label(format!("expected {want}")),
+        );
+    }
+
+    pub(super) fn call_stmt(&mut self, e: &ast::Expr) -> Option<Stmt> {
+        let ExprKind::Call { func, args } = &e.kind else {
+            return None;
+        };
+        let name = func.name.as_str();
+        let one_string = |this: &mut Self, fname: &str| -> Option<Expr> {
+            if args.len() != 1 {
+                this.arg_count(e.span, fname, "1");
+                return None;
+            }
+            let (x, t) = this.expr(&args[0].value);
+            this.stringify(x, t, args[0].value.span)
+        };
+        match name {
+            "hash_data" => {
+                let ok = self.scope_check(
+                    mask::HASH,
+                    func.span,
+                    "`hash_data`",
+                    "allowed",
+                    Code::NotAllowedHere,
+                );
+                let x = one_string(self, name)?;
+                ok.then_some(Stmt::HashData(x))
+            }
+            "synthetic" => {
+                let ok = self.scope_check(
+                    mask::SYNTH | mask::BE_ERROR,
+                    func.span,
+                    "`synthetic`",
+                    "allowed",
+                    Code::NotAllowedHere,
+                );
+                let x = one_string(self, name)?;
+                ok.then_some(Stmt::Synthetic(x))
+            }
+            "ban" => Some(Stmt::Ban(one_string(self, name)?)),
+            "std.ban" => {
+                self.need_import("std", func);
+                Some(Stmt::Ban(one_string(self, name)?))
+            }
+            "std.log" => {
+                self.need_import("std", func);
+                Some(Stmt::Log(one_string(self, name)?))
+            }
+            "std.syslog" => {
+                self.need_import("std", func);
+                if args.len() != 2 {
+                    self.arg_count(e.span, name, "2 (priority, message)");
+                    return None;
+                }
+                let _ = self.expr(&args[0].value);
+                let (x, t) = self.expr(&args[1].value);
+                Some(Stmt::Log(self.stringify(x, t, args[1].value.span)?))
+            }
+            "std.timestamp" => {
+                self.need_import("std", func);
+                let _ = one_string(self, name);
+                None
+            }
+            "std.collect" => {
+                self.need_import("std", func);
+                if args.is_empty() || args.len() > 2 {
+                    self.arg_count(e.span, name, "1 or 2 (header[, separator])");
+                    return None;
+                }
+                let a = &args[0].value;
+                let hdr = match &a.kind {
+                    ExprKind::Name(n) => vars::resolve(n),
+                    _ => None,
+                };
+                match hdr {
+                    Some(VarRef::Header(scope, h)) => {
+                        let what = format!("`{}`", vars_name(scope, &h));
+                        let ok = self.scope_check(
+                            vars::header_access(scope, &h).write,
+                            a.span,
+                            &what,
+                            "writable",
+                            Code::NotWritable,
+                        );
+                        let h = self.header_name(&h, a.span)?;
+                        ok.then_some(Stmt::Collect(scope, h))
+                    }
+                    _ => {
+                        self.sink.push(
+                            Diagnostic::new(Code::TypeMismatch, a.span, "`std.collect` expects a header")
+                                .label("expected e.g. `req.http.Cookie`"),
+                        );
+                        None
+                    }
+                }
+            }
+            _ if name.starts_with("plugin.") => self.plugin_stmt(func, args, e.span),
+            _ => {
+                // `obj.add_backend(...)` in vcl_init.
+                if let Some((obj, method)) = name.rsplit_once('.') {
+                    if let Some(SymKind::Director(id, kind)) = self.syms.get(obj) {
+                        if method == "add_backend" {
+                            return self.add_backend(id, kind, func, args, e.span);
+                        }
+                    }
+                }
+                let (x, t) = self.expr(e);
+                if t == Ty::Err {
+                    return None;
+                }
+                Some(Stmt::Eval(x))
+            }
+        }
+    }
+
+    /// `plugin.request(NAME);` (vcl_recv) / `plugin.response(NAME);`
+    /// (vcl_backend_response, vcl_deliver).
+    pub(super) fn plugin_stmt(&mut self, func: &ast::Ident, args: &[Arg], span: Span) -> Option<Stmt> {
+        let name = func.name.as_str();
+        let (phase, allowed) = match name {
+            "plugin.request" => (PluginPhase::Request, mask::RECV),
+            "plugin.response" => (PluginPhase::Response, mask::BE_RESPONSE | mask::DELIVER),
+            _ => {
+                let hint = did_you_mean(name, ["plugin.request", "plugin.response"])
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| {
+                        "run a plugin with `plugin.request(NAME);` (vcl_recv) or `plugin.response(NAME);` (vcl_backend_response, vcl_deliver)".into()
+                    });
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::UnknownFunction,
+                        func.span,
+                        format!("unknown function `{name}`"),
+                    )
+                    .label("not a plugin phase")
+                    .hint(hint),
+                );
+                return None;
+            }
+        };
+        let ok = self.scope_check(
+            allowed,
+            func.span,
+            &format!("`{name}`"),
+            "allowed",
+            Code::NotAllowedHere,
+        );
+        let [arg] = args else {
+            self.arg_count(span, name, "1 (a plugin name)");
+            return None;
+        };
+        let a = &arg.value;
+        let ExprKind::Name(n) = &a.kind else {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    a.span,
+                    format!("`{name}` expects a plugin name"),
+                )
+                .label("expected the name of a `plugin` declaration")
+                .hint(format!("e.g. `{name}(auth);` for `plugin auth {{ ... }}`")),
+            );
+            return None;
+        };
+        let id = match self.syms.get(n) {
+            Some(SymKind::Plugin(id)) => id,
+            other => {
+                let names = self.syms.names_of(|k| matches!(k, SymKind::Plugin(_)));
+                let mut d = Diagnostic::new(Code::UndefinedPlugin, a.span, format!("undefined plugin `{n}`"))
+                    .undeclared();
+                d = match other {
+                    Some(k) => {
+                        let what = k.describe();
+                        let article = if what.starts_with(['A', 'a', 'e', 'i', 'o', 'u']) {
+                            "an"
+                        } else {
+                            "a"
+                        };
+                        d.label(format!("`{n}` is {article} {what}, not a plugin"))
+                    }
+                    None => d.label("no plugin with this name"),
+                };
+                let hint = did_you_mean(n, names.iter().map(|s| s.as_str()))
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| {
+                        if names.is_empty() {
+                            format!("declare it at the top level: `plugin {n} {{ .path = \"plugins/{n}.wasm\"; }}`")
+                        } else {
+                            format!("declared plugins: {}", names.join(", "))
+                        }
+                    });
+                self.sink.push(d.hint(hint));
+                return None;
+            }
+        };
+        ok.then_some(Stmt::Plugin(PluginId(id as u32), phase))
+    }
+
+    pub(super) fn need_import(&mut self, vmod: &str, func: &ast::Ident) {
+        if !self.syms.imports.iter().any(|i| i == vmod) {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::UnknownFunction,
+                    func.span,
+                    format!("`{}` needs `import {vmod};`", func.name),
+                )
+                .label(format!("vmod `{vmod}` is not imported"))
+                .hint(format!("add `import {vmod};` after the `vcl 4.1;` line"))
+                .undeclared(),
+            );
+        }
+    }
+
+    pub(super) fn call(&mut self, func: &ast::Ident, args: &[Arg], span: Span) -> (Expr, Ty) {
+        let name = func.name.as_str();
+        match name {
+            "regsub" | "regsuball" => return self.regsub(name == "regsuball", args, span),
+            _ => {}
+        }
+        if let Some(sig) = funcs::VALUE_FUNCS.iter().find(|s| s.name == name) {
+            self.need_import("std", func);
+            return self.sig_call(sig, func, args, span);
+        }
+        if let Some(sig) = funcs::connection_sig(name) {
+            self.need_import(sig.name.split_once('.').map_or("", |(vmod, _)| vmod), func);
+            // Varnish: "Restricted to: client" (the backend side has no client connection).
+            let what = format!("`{name}()`");
+            if !self.scope_check(mask::CLIENT, func.span, &what, "allowed", Code::NotAllowedHere) {
+                return E;
+            }
+            return self.sig_call(&sig, func, args, span);
+        }
+        if funcs::STATEMENT_FUNCS.contains(&name) {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    func.span,
+                    format!("`{name}` does not return a value"),
+                )
+                .label("used as a value")
+                .hint(format!("call it as a statement: `{name}(...);`")),
+            );
+            return E;
+        }
+        if matches!(name, "plugin.request" | "plugin.response") {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    func.span,
+                    format!("`{name}` does not return a value"),
+                )
+                .label("used as a value")
+                .hint(format!("run the plugin as a statement: `{name}(NAME);`")),
+            );
+            return E;
+        }
+        if let Some(note) = funcs::unsupported(name) {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    func.span,
+                    format!("`{name}` is not supported by edgecache"),
+                )
+                .label("not available")
+                .hint(note),
+            );
+            return E;
+        }
+        // Methods: `<string>.lower()`, `<string>.upper()`, `<director>.backend()`.
+        if let Some((recv, method)) = name.rsplit_once('.') {
+            if let Some(SymKind::Director(id, kind)) = self.syms.get(recv) {
+                if method == "backend" {
+                    return self.director_backend(id, kind, name, args, span);
+                }
+            }
+            if matches!(method, "lower" | "upper") && vars::resolve(recv).is_some() {
+                if !args.is_empty() {
+                    self.arg_count(span, name, "0");
+                    return E;
+                }
+                let recv_span = Span {
+                    end: func.span.start + recv.len() as u32,
+                    ..func.span
+                };
+                let (x, t) = self.name(recv, recv_span, Expect::Any);
+                let Some(x) = self.stringify(x, t, recv_span) else {
+                    return E;
+                };
+                let f = if method == "lower" {
+                    Func::ToLower
+                } else {
+                    Func::ToUpper
+                };
+                return (Expr::Call(f, vec![x]), Ty::Str);
+            }
+        }
+        let vmod = name.split('.').next().unwrap_or("");
+        let imported = self.syms.imports.iter().any(|i| i == vmod);
+        // `OBJ.method()`: OBJ may be made with `new` in a file that includes this one.
+        let maybe_object = name.contains('.') && !imported && !funcs::VMODS.contains(&vmod);
+        let hint = did_you_mean(name, funcs::all_names()).map(|s| format!("did you mean `{s}`?"));
+        let hint = hint.or_else(|| {
+            (name.contains('.') && !funcs::VMODS.contains(&vmod)).then(|| {
+                if imported {
+                    format!("vmod `{vmod}` is not available in edgecache")
+                } else {
+                    format!(
+                        "`{vmod}` is neither an imported vmod nor an object made with `new` in \
+                         `vcl_init` (a `new` that failed is reported on its own line)"
+                    )
+                }
+            })
+        });
+        let d = Diagnostic::new(
+            Code::UnknownFunction,
+            func.span,
+            format!("unknown function `{name}`"),
+        )
+        .label("not a known function")
+        .maybe_hint(hint);
+        self.sink.push(if maybe_object { d.undeclared() } else { d });
+        for a in args {
+            let _ = self.expr(&a.value);
+        }
+        E
+    }
+
+    pub(super) fn sig_call(&mut self, sig: &Sig, func: &ast::Ident, args: &[Arg], span: Span) -> (Expr, Ty) {
+        let mut slots: Vec<Option<&Arg>> = vec![None; sig.params.len()];
+        let mut pos = 0;
+        for a in args {
+            let idx = match &a.name {
+                Some(n) => match sig.params.iter().position(|p| p.name == n.name) {
+                    Some(i) => i,
+                    None => {
+                        let names: Vec<&str> = sig.params.iter().map(|p| p.name).collect();
+                        self.sink.push(
+                            Diagnostic::new(
+                                Code::BadArguments,
+                                n.span,
+                                format!("`{}` has no argument `{}`", sig.name, n.name),
+                            )
+                            .label("unknown argument")
+                            .hint(format!("arguments: {}", names.join(", "))),
+                        );
+                        return E;
+                    }
+                },
+                None => {
+                    let i = pos;
+                    pos += 1;
+                    i
+                }
+            };
+            if idx >= slots.len() {
+                self.arg_count(span, sig.name, &format!("at most {}", sig.params.len()));
+                return E;
+            }
+            slots[idx] = Some(a);
+        }
+        let mut out = Vec::with_capacity(slots.len());
+        let mut failed = false;
+        for (p, a) in sig.params.iter().zip(slots) {
+            match a {
+                Some(a) => {
+                    let expect = if p.ty == Ty::Backend {
+                        Expect::Backend
+                    } else {
+                        Expect::Any
+                    };
+                    let (x, t) = self.expr_expect(&a.value, expect);
+                    match self.coerce(x, t, p.ty, a.value.span, None) {
+                        Some(x) => out.push(x),
+                        None => failed = true,
+                    }
+                }
+                None if p.optional => out.push(Expr::Const(Value::Unset)),
+                None => {
+                    self.sink.push(
+                        Diagnostic::new(
+                            Code::BadArguments,
+                            func.span,
+                            format!("`{}` is missing argument `{}`", sig.name, p.name),
+                        )
+                        .label(format!("needs `{}` ({})", p.name, p.ty.name())),
+                    );
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            return E;
+        }
+        (Expr::Call(sig.func, out), sig.ret)
+    }
+
+    pub(super) fn regsub(&mut self, all: bool, args: &[Arg], span: Span) -> (Expr, Ty) {
+        let fname = if all { "regsuball" } else { "regsub" };
+        if args.len() != 3 {
+            self.arg_count(span, fname, "3 (string, regex, replacement)");
+            return E;
+        }
+        let (s, st) = self.expr(&args[0].value);
+        let pat = &args[1].value;
+        let regex = match &pat.kind {
+            ExprKind::Str(p) => match re::compile(p, pat.span) {
+                Ok(r) => Some(r),
+                Err(d) => {
+                    self.sink.push(d);
+                    None
+                }
+            },
+            _ => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        pat.span,
+                        format!("the regex of `{fname}` must be a string literal"),
+                    )
+                    .label("expected a literal such as \"^/old/(.*)\""),
+                );
+                None
+            }
+        };
+        let (r, rt) = self.expr(&args[2].value);
+        let s = self.stringify(s, st, args[0].value.span);
+        let r = self.stringify(r, rt, args[2].value.span);
+        let (Some(s), Some(regex), Some(r)) = (s, regex, r) else {
+            return E;
+        };
+        let replacement = match fold::expr(r) {
+            Expr::Const(Value::Str(c)) => Replacement::Const(re::convert_replacement(&c)),
+            other => Replacement::Dynamic(Box::new(other)),
+        };
+        (
+            Expr::Regsub {
+                subject: Box::new(s),
+                regex: Box::new(regex),
+                replacement,
+                all,
+            },
+            Ty::Str,
+        )
+    }
+}
