@@ -4,6 +4,7 @@
 //! The builtin VCL was already merged by `check` (method bodies are concatenated in source
 //! order, builtin last, exactly as Varnish appends `builtin.vcl`).
 
+use crate::diagnostics::Diagnostics;
 use crate::tree::{fold, Acl, BackendDecl, Checked, Director, PluginDecl, Stmt};
 use crate::vocab::{BackendId, PluginId, Sub};
 
@@ -23,10 +24,39 @@ pub struct Program {
     /// [`Context::builtin_recv`](crate::Context::builtin_recv) first.
     pub(crate) builtin_recv: Option<usize>,
     pub(crate) sources: Vec<String>,
-    pub(crate) warnings: Option<crate::Diagnostics>,
+    pub(crate) warnings: Option<Diagnostics>,
 }
 
 impl Program {
+    /// The labels its `return (vcl(LABEL))` statements switch to, each once, in source order
+    /// (the runtime refuses to discard a label a loaded policy still names).
+    pub fn labels(&self) -> Vec<&str> {
+        fn walk<'p>(body: &'p [Stmt], out: &mut Vec<&'p str>) {
+            for stmt in body {
+                match stmt {
+                    Stmt::Return(crate::tree::Ret::Const(crate::vocab::Action::Vcl { label })) => {
+                        if !out.contains(&&**label) {
+                            out.push(label);
+                        }
+                    }
+                    Stmt::If(branches, otherwise) => {
+                        for (_, branch) in branches {
+                            walk(branch, out);
+                        }
+                        walk(otherwise, out);
+                    }
+                    Stmt::Block(inner) => walk(inner, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for body in &self.bodies {
+            walk(body, &mut out);
+        }
+        out
+    }
+
     /// Declared backends; [`BackendId`] indexes this slice.
     pub fn backends(&self) -> &[BackendDecl] {
         &self.backends
@@ -92,7 +122,7 @@ impl Program {
     }
 
     /// Warnings from loading (unused subs, constructs with no effect).
-    pub fn warnings(&self) -> Option<&crate::Diagnostics> {
+    pub fn warnings(&self) -> Option<&Diagnostics> {
         self.warnings.as_ref()
     }
 }
