@@ -3,13 +3,14 @@
 //!
 //! * names (here): imports, duplicate definitions, `vcl_*` names, directors;
 //! * `decls.rs`: backend / probe / ACL / plugin attributes;
-//! * calls (here): undefined subs, recursion, and which methods reach each
-//!   custom sub (a custom sub is checked in the context of every caller);
-//! * `types.rs` with `vars.rs` and `funcs.rs`: variables readable/writable
-//!   per sub, types, legal `return` actions; it also produces the resolved
+//! * `calls.rs`: recursion, call depth, and which methods reach each custom sub (a custom
+//!   sub is checked in the context of every caller);
+//! * `types/` with `ty.rs`, `vars.rs` and `funcs.rs`: undefined subs, variables
+//!   readable/writable per sub, types, legal `return` actions; it also produces the
 //!   checked tree (`tree`) the compiler folds into a `Program`;
 //! * patterns compile (`vocab::regex`, with a dedicated PCRE-only diagnostic).
 
+mod calls;
 mod decls;
 mod funcs;
 mod ty;
@@ -18,7 +19,7 @@ mod vars;
 
 use std::collections::HashMap;
 
-use crate::ast::{Decl, ExprKind, Module, Stmt, StmtKind, SubDef};
+use crate::ast::{Decl, ExprKind, Module, StmtKind, SubDef};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 use crate::tree::{Checked, Director, DirectorKind, ProbeDecl};
 use crate::vocab::{BackendId, Sub};
@@ -385,106 +386,10 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         .map(|i| BackendId::new(i as u32));
 
     // === calls: graph, recursion, reachability ===
-    let n = subs.len();
-    let mut edges: Vec<Vec<(usize, Span)>> = vec![Vec::new(); n];
-    for (i, s) in subs.iter().enumerate() {
-        for def in &s.defs {
-            collect_calls(&def.body, &mut |name, span| {
-                if let Some(&j) = sub_index.get(name) {
-                    edges[i].push((j, span));
-                }
-            });
-        }
-    }
-    // Recursion (a back edge: reported and dropped) and call depth (the evaluator recurses once
-    // per `call`), in one iterative DFS, so that a long chain of subs cannot exhaust the stack
-    // here either.
-    let mut color = vec![0u8; n]; // 0: not seen, 1: on the DFS path, 2: done
-    let mut depth = vec![0usize; n]; // the longest chain of calls from a sub
-    let mut bad_edges: Vec<(usize, usize)> = Vec::new();
-    for root in 0..n {
-        if color[root] != 0 {
-            continue;
-        }
-        color[root] = 1;
-        let mut path = vec![(root, 0usize)];
-        while let Some(top) = path.last_mut() {
-            let (u, k) = *top;
-            let Some(&(v, span)) = edges[u].get(k) else {
-                // Back-edge targets are still on the path (colour 1): not counted.
-                depth[u] = edges[u]
-                    .iter()
-                    .filter(|(v, _)| color[*v] == 2)
-                    .map(|(v, _)| depth[*v] + 1)
-                    .max()
-                    .unwrap_or(0);
-                color[u] = 2;
-                path.pop();
-                continue;
-            };
-            top.1 += 1;
-            match color[v] {
-                0 => {
-                    color[v] = 1;
-                    path.push((v, 0));
-                }
-                1 => {
-                    bad_edges.push((u, k));
-                    let mut d = Diagnostic::new(
-                        Code::Recursion,
-                        span,
-                        format!("recursive call to `{}`", subs[v].name),
-                    )
-                    .label("this call closes a cycle")
-                    .hint("VCL subs cannot call themselves, directly or through other subs");
-                    if u != v {
-                        d = d.secondary(subs[v].span, format!("`{}` defined here", subs[v].name));
-                    }
-                    sink.push(d);
-                }
-                _ => {}
-            }
-        }
-    }
-    const MAX_CALL_DEPTH: usize = 200;
-    let deepest = depth.iter().enumerate().max_by_key(|(_, d)| **d);
-    if let Some((i, &calls)) = deepest.filter(|(_, d)| **d > MAX_CALL_DEPTH) {
-        sink.push(
-            Diagnostic::new(
-                Code::Recursion,
-                subs[i].span,
-                format!("calls nest {calls} deep from `{}`", subs[i].name),
-            )
-            .label(format!("at most {MAX_CALL_DEPTH} subs deep"))
-            .hint("merge the subs of the chain: each `call` adds a level"),
-        );
-    }
-    for (u, k) in bad_edges.iter().rev() {
-        edges[*u].remove(*k);
-    }
-    // Which methods reach each sub, and through which call site.
-    let mut masks = vec![0u16; n];
-    let mut via: Vec<HashMap<Sub, Span>> = vec![HashMap::new(); n];
-    for (i, s) in subs.iter().enumerate() {
-        let Some(m) = s.method else { continue };
-        masks[i] |= m.bit();
-        let mut stack = vec![i];
-        let mut seen = vec![false; n];
-        seen[i] = true;
-        while let Some(u) = stack.pop() {
-            for &(v, span) in &edges[u] {
-                if !seen[v] {
-                    seen[v] = true;
-                    masks[v] |= m.bit();
-                    via[v].entry(m).or_insert(span);
-                    stack.push(v);
-                }
-            }
-        }
-    }
+    let calls::Reach { masks, via } = calls::reach(&subs, &sub_index, sink);
 
     // === lowering with types and scopes ===
-    let mut bodies = Vec::with_capacity(n);
+    let mut bodies = Vec::with_capacity(subs.len());
     let mut adds = Vec::new();
     for (i, s) in subs.iter().enumerate() {
         if s.method.is_none() && masks[i] == 0 && s.from_user {
@@ -562,24 +467,6 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         user_methods,
         builtin_recv,
     })
-}
-
-fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
-    for s in stmts {
-        match &s.kind {
-            StmtKind::Call(id) => f(&id.name, id.span),
-            StmtKind::If { branches, otherwise } => {
-                for (_, b) in branches {
-                    collect_calls(b, f);
-                }
-                if let Some(o) = otherwise {
-                    collect_calls(o, f);
-                }
-            }
-            StmtKind::Block(b) => collect_calls(b, f),
-            _ => {}
-        }
-    }
 }
 
 /// Directors may contain directors, but not themselves: a pick would never end. Reports the
