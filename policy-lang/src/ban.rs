@@ -1,5 +1,6 @@
-//! Ban expressions (`ban("obj.http.X-Url ~ ^/news && obj.status == 200")`),
-//! shared by VCL `ban()` and the admin API.
+//! Ban expressions (`ban("obj.http.X-Url ~ ^/news && obj.status == 200")`): parsing and matching.
+//!
+//! Shared by VCL `ban()` and the admin API.
 //!
 //! Grammar (Varnish's, core subset): `COND ( && COND )*`, where
 //! `COND = FIELD OP ARG`; FIELD is `obj.http.NAME`, `obj.status`, `req.url`

@@ -1,6 +1,6 @@
-//! What changes when a file made to be included is checked on its own
-//! ([`check_fragment`](crate::check_fragment)): the names it leaves to the including file
-//! are notes, and its subs are not "never called".
+//! Checking a file made to be included on its own ([`check_fragment`](crate::check_fragment)).
+//!
+//! The names it leaves to the including file are notes, and its subs are not "never called".
 
 use crate::diagnostics::{Code, Diagnostic, Severity};
 

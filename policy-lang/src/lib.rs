@@ -1,4 +1,4 @@
-//! edgecache's policy language: a VCL 4.1 subset.
+//! edgecache's policy language (a VCL 4.1 subset): the facade, and the pipeline running the phases.
 //!
 //! The pipeline is parse (pest grammar, `grammar/`, lowered to a spanned AST
 //! in `ast/`) -> check (`check/`: names, variables per sub, types, returns,
@@ -7,6 +7,11 @@
 //! slots, pre-parsed header names, compiled regexes, folded constants and
 //! Varnish's builtin VCL merged in) -> eval (`eval/`: [`Program::run`]
 //! against a [`Context`] the runtime implements).
+//!
+//! The phases talk through data and never call each other: `check` produces the checked tree
+//! (`tree/`), `compile` turns it into the [`Program`] that `eval` runs, all over the
+//! vocabulary they share (`vocab/`: subs, actions, values, variables, regexes). This file is
+//! the only place that runs them in order (`tests/architecture.rs` keeps the arrows so).
 //!
 //! ```
 //! use policy_lang::{load_str, Action, Sub};

@@ -1,5 +1,6 @@
-//! pest pairs -> AST. The only file that knows pest types: every
-//! `pest::Span` becomes a `diagnostics::Span`, and parse errors become a
+//! Parsing: pest pairs -> the spanned AST; the only file that knows pest types.
+//!
+//! Every `pest::Span` becomes a `diagnostics::Span`, and parse errors become a
 //! `Diagnostic` whose message names tokens (`expected `;``), not rules.
 
 use pest::error::{ErrorVariant, InputLocation};

@@ -1,5 +1,4 @@
-//! Spanned syntax tree. Built by `lower.rs` (the only pest-aware file) and
-//! read by `check/`.
+//! The spanned syntax tree, built by `lower.rs` and read by `check/`.
 
 pub(crate) mod lower;
 

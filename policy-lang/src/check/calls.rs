@@ -1,5 +1,7 @@
-//! The call graph of subs: recursion (reported, and the closing call dropped), call depth, and
-//! which methods reach each custom sub, through which call site.
+//! The call graph of subs: recursion, call depth, which methods reach each custom sub.
+//!
+//! Recursion is reported and the closing call dropped; each method reaching a custom sub is
+//! remembered with the call site that brings it in.
 
 use std::collections::HashMap;
 

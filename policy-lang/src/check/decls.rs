@@ -1,5 +1,4 @@
-//! `backend`, `probe`, `acl` and `plugin` declarations -> `BackendDecl`,
-//! `ProbeDecl`, `Acl`, `PluginDecl`.
+//! Declarations: `backend`, `probe`, `acl` and `plugin` -> `BackendDecl`, `ProbeDecl`, `Acl`, `PluginDecl`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;

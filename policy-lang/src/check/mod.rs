@@ -1,5 +1,7 @@
-//! Semantic checks. Each pass pushes into the `Sink` and keeps going, so a
-//! policy with several mistakes reports them all:
+//! Semantic checks: the AST -> the checked tree, every problem a diagnostic.
+//!
+//! Each pass pushes into the `Sink` and keeps going, so a policy with several mistakes
+//! reports them all:
 //!
 //! * names (here): imports, duplicate definitions, `vcl_*` names, directors;
 //! * `decls.rs`: backend / probe / ACL / plugin attributes;

@@ -1,5 +1,7 @@
-//! The types the checker gives expressions (VCL's type names, plus ACL, PROBE and a poison
-//! type for expressions already reported).
+//! The types the checker gives expressions: VCL's, plus ACL, PROBE and a poison type.
+//!
+//! The poison type (`Ty::Err`) marks an expression already reported, so one mistake does not
+//! cascade.
 
 use crate::vocab::ValueType;
 

@@ -1,5 +1,6 @@
-//! The per-sub variable table: each variable's type and the subs where it
-//! may be read, written and unset (Varnish 7.x `vcl_var.rst`, core subset).
+//! The per-sub variable table: each variable's type and where it may be read, written, unset.
+//!
+//! As in Varnish 7.x `vcl_var.rst`, core subset.
 
 use crate::vocab::sub::mask::*;
 use crate::vocab::{Scope, ValueType, Var};

@@ -1,5 +1,6 @@
-//! The checked tree -> an immutable, `Send + Sync` [`Program`]: constants folded, calls of
-//! empty subs dropped.
+//! Compiling: the checked tree -> an immutable, `Send + Sync` [`Program`].
+//!
+//! Constants are folded and calls of empty subs dropped.
 //!
 //! The builtin VCL was already merged by `check` (method bodies are concatenated in source
 //! order, builtin last, exactly as Varnish appends `builtin.vcl`).

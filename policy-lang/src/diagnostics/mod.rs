@@ -1,6 +1,7 @@
-//! Source positions and diagnostics: `SourceMap`, `Span`, `Diagnostic`,
-//! `Diagnostics` (the sink every pass pushes into), rustc-style rendering
-//! (`render.rs`) and did-you-mean suggestions (`suggest.rs`).
+//! Source positions and diagnostics: `SourceMap`, `Span`, `Diagnostic`, `Diagnostics`.
+//!
+//! `Diagnostics` is the sink every pass pushes into; rendering is in `render.rs`,
+//! did-you-mean suggestions in `suggest.rs`.
 
 mod render;
 mod suggest;

@@ -1,4 +1,4 @@
-//! rustc-style rendering:
+//! Rendering diagnostics as rustc does, with the source line and carets:
 //!
 //! ```text
 //! error[E010]: unknown variable `req.ulr`

@@ -1,5 +1,6 @@
-//! Did-you-mean: the closest candidate within a distance that grows with the
-//! length of the name (after starlark's `did_you_mean.rs`).
+//! Did-you-mean: the closest candidate within a distance that grows with the name's length.
+//!
+//! After starlark's `did_you_mean.rs`.
 
 /// The best candidate for `name`, if one is close enough.
 pub(crate) fn did_you_mean<'a, I>(name: &str, candidates: I) -> Option<&'a str>

@@ -1,4 +1,4 @@
-//! `std.*` functions at run time (directors: `director.rs`).
+//! The vmod functions at run time: `std.*`, `proxy.*`, `tls.*` (directors: `director.rs`).
 
 use std::borrow::Cow;
 use std::net::IpAddr;

@@ -1,4 +1,4 @@
-//! The seam between a compiled [`Program`](crate::Program) and the runtime.
+//! The seam between a compiled [`Program`](crate::Program) and the runtime: [`Context`].
 //!
 //! The runtime implements [`Context`] for its per-request state (much like
 //! cel-rust's `VariableResolver`), and the evaluator reaches request data only

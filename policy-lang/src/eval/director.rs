@@ -1,4 +1,6 @@
-//! Directors at run time: `d.backend()` evaluates to a [`BackendId`] naming
+//! Directors at run time: picking a member of a director value.
+//!
+//! `d.backend()` evaluates to a [`BackendId`] naming
 //! the director (and, for `hash`, carrying the key's hash); the runtime turns
 //! it into a member with [`Program::resolve_backend`] when it fetches, so the
 //! pick sees the health and load of that moment (and a retry can pick again).

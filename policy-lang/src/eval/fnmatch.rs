@@ -1,6 +1,7 @@
-//! `std.fnmatch`: shell wildcard matching as fnmatch(3) does it (glibc's rules for `*`, `?`,
-//! bracket expressions with `!`/`^` negation, ranges and `[:class:]`, and the FNM_PATHNAME,
-//! FNM_NOESCAPE and FNM_PERIOD flags), on bytes.
+//! `std.fnmatch`: shell wildcard matching as fnmatch(3) does it.
+//!
+//! glibc's rules for `*`, `?`, bracket expressions with `!`/`^` negation, ranges and
+//! `[:class:]`, and the FNM_PATHNAME, FNM_NOESCAPE and FNM_PERIOD flags, on bytes.
 
 /// fnmatch(3)'s flags, named as `std.fnmatch`'s arguments.
 #[derive(Debug, Clone, Copy)]

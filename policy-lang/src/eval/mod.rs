@@ -1,4 +1,6 @@
-//! Runs a compiled sub against a [`Context`]. Tree-walking over the resolved
+//! Evaluation: [`Program::run`] runs a compiled sub against a [`Context`].
+//!
+//! Tree-walking over the resolved
 //! tree: variables are slots, headers pre-parsed names, regexes compiled.
 //! Reads borrow from the context or the program (`Value<'a>`), so tests and
 //! comparisons allocate nothing; strings are built only when a value is

@@ -1,5 +1,4 @@
-//! `TestContext`: an in-memory [`Context`] for tests and benches
-//! (`feature = "test-util"`).
+//! `TestContext`: an in-memory [`Context`] for tests and benches (`feature = "test-util"`).
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};

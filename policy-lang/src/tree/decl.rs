@@ -1,5 +1,4 @@
-//! The declarations a checked policy holds: backends (with probes and TLS), ACLs,
-//! directors and plugins.
+//! The declarations of a checked policy: backends (with probes and TLS), ACLs, directors, plugins.
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicUsize;

@@ -1,6 +1,7 @@
-//! Constant folding over the resolved tree: string concatenations of
-//! literals, arithmetic and comparisons of constants, `!` of constants and
-//! `if` branches with constant conditions.
+//! Constant folding over the checked tree.
+//!
+//! String concatenations of literals, arithmetic and comparisons of constants, `!` of
+//! constants and `if` branches with constant conditions.
 
 use std::borrow::Cow;
 

@@ -1,5 +1,6 @@
-//! The checked, typed tree `check` produces, `compile` folds and `eval` runs: declarations
-//! and resolved sub bodies.
+//! The checked, typed tree: what `check` produces, `compile` folds and `eval` runs.
+//!
+//! Declarations and resolved sub bodies.
 //!
 //! Variables are [`Var`] slots, headers pre-parsed [`HeaderName`]s, regexes compiled, subs
 //! referenced by index.

@@ -1,7 +1,9 @@
-//! What a policy may ask about the client connection a request came on: Varnish's
-//! `vmod_proxy` (`proxy.*`, the TLS details a load balancer put in its PROXY protocol v2
-//! header) and Varnish Enterprise's `vmod_tls` (`tls.*`, the TLS edgecache terminated
-//! itself). Each is a function of no arguments, answered by [`Context::connection`].
+//! `proxy.*` and `tls.*`: what a policy may ask about the client connection.
+//!
+//! Varnish's `vmod_proxy` (`proxy.*`, the TLS details a load balancer put in its PROXY
+//! protocol v2 header) and Varnish Enterprise's `vmod_tls` (`tls.*`, the TLS edgecache
+//! terminated itself). Each is a function of no arguments, answered by
+//! [`Context::connection`].
 //!
 //! [`Context::connection`]: crate::Context::connection
 

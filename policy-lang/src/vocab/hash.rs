@@ -1,5 +1,4 @@
-//! The stable 64-bit hashes the `hash` director is built on: of a key, of a member, and
-//! the finaliser that mixes them.
+//! The stable 64-bit hashes of the `hash` director: of a key, of a member, and their mixing.
 
 /// The hash of a `hash` director key.
 pub(crate) fn key_hash(key: &str) -> u64 {

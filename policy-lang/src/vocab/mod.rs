@@ -1,5 +1,4 @@
-//! The words every phase shares: subs and actions, values and their types, variables and
-//! scopes, ids, operators, regexes.
+//! The vocabulary every phase shares: subs, actions, values, types, variables, ids, operators, regexes.
 
 mod connection;
 pub(crate) mod hash;

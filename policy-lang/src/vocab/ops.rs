@@ -1,5 +1,6 @@
-//! Operators on values: arithmetic ([`ArithOp`]) and comparison ([`CmpOp`]) with the
-//! meaning the evaluator and constant folding both give them.
+//! Operators on values: arithmetic ([`ArithOp`]) and comparison ([`CmpOp`]).
+//!
+//! Their meaning is the evaluator's and constant folding's both.
 
 use super::{BackendId, Value};
 

@@ -1,4 +1,6 @@
-//! VCL regular expressions, which are PCRE2's. A pattern Rust's `regex` crate compiles runs
+//! Compiled VCL regexes: matching and replacing on Rust's `regex` or PCRE2.
+//!
+//! VCL regular expressions are PCRE2's. A pattern Rust's `regex` crate compiles runs
 //! there (linear time, no backtracking); the others (look-around, back-references, atomic
 //! groups, possessive quantifiers, ...) run on PCRE2 with its JIT and Varnish's limits
 //! (`pcre2_match_limit` 10000, `pcre2_depth_limit` 20). A match that hits a limit is no

@@ -1,6 +1,7 @@
-//! Compiling a VCL regex from its source (policies and ban expressions) and the `\1` replacement syntax.
+//! Compiling a VCL regex from its source, and the `\1` replacement syntax.
 //!
-//! VCL regexes are PCRE2: a pattern runs on Rust's `regex` when it compiles there and uses nothing whose meaning differs (look-around,
+//! For policies and ban expressions. VCL regexes are PCRE2: a pattern runs on Rust's `regex`
+//! when it compiles there and uses nothing whose meaning differs (look-around,
 //! back-references, atomic groups, possessive quantifiers), otherwise on PCRE2
 //! (`pattern.rs`). A pattern neither compiles is explained with PCRE2's message, as
 //! Varnish would.

@@ -1,6 +1,6 @@
-//! The subroutines the runtime runs ([`Sub`]), the actions they return
-//! ([`Action`]), and which action each sub may return (as in Varnish 7.x,
-//! `vcl_step.rst`).
+//! Subs ([`Sub`]), the actions they return ([`Action`]), and which sub may return which.
+//!
+//! As in Varnish 7.x, `vcl_step.rst`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,7 @@
-//! Runtime values. `Value<'a>` borrows strings from the context or the
-//! program where it can, so read-only evaluation does not allocate.
+//! VCL values ([`Value`]) and the ids of backends and plugins.
+//!
+//! `Value<'a>` borrows strings from the context or the program where it can, so read-only
+//! evaluation does not allocate.
 
 use std::borrow::Cow;
 use std::fmt::Write;

@@ -1,6 +1,4 @@
-//! The names a policy reads and writes: scalar variables ([`Var`]) with their types
-//! ([`ValueType`]), the messages headers belong to ([`Scope`]) and the plugin phases
-//! ([`PluginPhase`]).
+//! Variables ([`Var`]), their types ([`ValueType`]), header scopes ([`Scope`]), plugin phases.
 
 /// Which message a header belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

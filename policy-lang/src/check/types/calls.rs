@@ -1,6 +1,6 @@
-//! Function calls: `std.*` and the other vmods' functions (typed by their signatures),
-//! `regsub`, and the calls written as statements (`hash_data`, `synthetic`, `ban`,
-//! `std.log`, `plugin.request`, ...).
+//! Function calls: vmod functions typed by their signatures, `regsub`, and statement calls.
+//!
+//! Statement calls are `hash_data`, `synthetic`, `ban`, `std.log`, `plugin.request`, ...
 
 use super::{vars_name, Expect, Lowerer, E};
 use crate::ast::{self, Arg, ExprKind};

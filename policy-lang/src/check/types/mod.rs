@@ -1,6 +1,8 @@
-//! The type checker of sub bodies: every expression gets a type, names resolve to variables /
-//! backends / ACLs, scope and return legality are checked against the subs the body runs
-//! in, and the result is the checked tree (`crate::tree`).
+//! The type checker of sub bodies: types, name resolution, scopes; produces the checked tree.
+//!
+//! Every expression gets a type, names resolve to variables / backends / ACLs, scope and
+//! return legality are checked against the subs the body runs in, and the result is the
+//! checked tree (`crate::tree`).
 //!
 //! Errors are pushed and checking goes on with a poison type (`Ty::Err`) so one mistake
 //! does not cascade. One concern per file: `stmt.rs` (statements and assignments),

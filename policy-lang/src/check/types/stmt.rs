@@ -1,5 +1,6 @@
-//! Statements: `set`, `unset`, `if`, `call`, `new` and blocks, checked against the variables of
-//! the subs they run in.
+//! Statements: `set`, `unset`, `if`, `call`, `new` and blocks.
+//!
+//! Each is checked against the variables of the subs it runs in.
 
 use http::HeaderName;
 
