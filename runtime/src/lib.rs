@@ -31,7 +31,7 @@ pub mod policy;
 mod proxy;
 mod reload;
 mod server;
-pub mod stats;
+pub mod telemetry;
 pub mod version;
 
 use std::net::SocketAddr;
@@ -112,8 +112,8 @@ impl Running {
     /// What the cache holds now: bytes accounted against `cache_size`, and primary keys.
     pub fn cache_usage(&self) -> CacheUsage {
         CacheUsage {
-            bytes: self.shared.store.weighted_size(),
-            keys: self.shared.store.entry_count(),
+            bytes: self.shared.cache.store.weighted_size(),
+            keys: self.shared.cache.store.entry_count(),
         }
     }
 
@@ -185,8 +185,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .map(|(listener, _)| listener.local_addr().expect("a bound listener has an address"))
         .collect();
     let started = std::time::Instant::now();
-    // Request durations for /metrics; the proxy records into it (see admin::metrics).
-    let latency = admin::metrics::RequestLatency::default();
+    // Request durations for /metrics; the proxy records into it.
+    let latency = telemetry::RequestLatency::default();
     let shared = Arc::new(proxy::Shared::new(&config, version, latency.clone()));
     let mut reloader = reload::Reloader::new(&config, shared.clone());
     if let Some(tls) = &tls {
@@ -198,7 +198,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     let reloader = Arc::new(reloader);
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = vec![admin::spawn_ban_trimmer(shared.clone(), stopped.clone())];
+    let mut tasks = vec![admin::spawn_ban_trimmer(shared.cache.clone(), stopped.clone())];
     let mut watching = false;
     if config.watch_policy && config.policy.is_some() {
         match reload::spawn_watcher(reloader.clone(), stopped.clone()) {
@@ -222,7 +222,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let admin_addr = match config.admin_listen {
         Some(address) => {
             let state = admin::State {
-                shared: shared.clone(),
+                active: shared.active.clone(),
+                cache: shared.cache.clone(),
+                stats: shared.stats.clone(),
                 reloader: reloader.clone(),
                 started,
                 latency,

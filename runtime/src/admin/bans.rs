@@ -5,7 +5,7 @@
 //! every hit slower. A ban applies only to objects stored before it was added; once no stored
 //! object is older than a ban, the ban can never match again and is dropped.
 //!
-//! The cutoff passed to `Shared::trim_bans` is the older of
+//! The cutoff passed to `SharedCache::trim_bans` is the older of
 //! - the `response_time` of the oldest stored object ([`oldest_stored`]), and
 //! - now minus [`MIN_AGE`]: an object whose response arrived before a ban may still be streaming
 //!   into the store when the ban is added, so young bans are always kept.
@@ -13,13 +13,12 @@
 //! Trimming runs after each `POST /ban`, whenever `/stats` or `/metrics` report the ban count,
 //! and every [`EVERY`].
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::proxy::Shared;
+use crate::cache::SharedCache;
 
 /// Bans younger than this are never trimmed.
 pub const MIN_AGE: Duration = Duration::from_secs(60);
@@ -27,14 +26,14 @@ pub const MIN_AGE: Duration = Duration::from_secs(60);
 pub const EVERY: Duration = Duration::from_secs(30);
 
 /// Trims the ban list now; returns how many bans are kept.
-pub(crate) fn trim(shared: &Shared) -> usize {
+pub(crate) fn trim(cache: &SharedCache) -> usize {
     let now = SystemTime::now();
     let young = now.checked_sub(MIN_AGE).unwrap_or(SystemTime::UNIX_EPOCH);
-    let cutoff = match oldest_stored(shared) {
+    let cutoff = match oldest_stored(cache) {
         Some(oldest) => oldest.min(young),
         None => young,
     };
-    shared.trim_bans(cutoff)
+    cache.trim_bans(cutoff)
 }
 
 /// The `response_time` of the oldest stored object, or `None` when the store is empty.
@@ -43,8 +42,8 @@ pub(crate) fn trim(shared: &Shared) -> usize {
 /// empty store and otherwise answers "as old as can be", which keeps every ban: never wrong,
 /// only less eager. With a `Store::oldest_response_time()` (a scan of the moka entries, run
 /// only here) it becomes exact.
-fn oldest_stored(shared: &Shared) -> Option<SystemTime> {
-    if shared.store.entry_count() == 0 {
+fn oldest_stored(cache: &SharedCache) -> Option<SystemTime> {
+    if cache.store.entry_count() == 0 {
         None
     } else {
         Some(SystemTime::UNIX_EPOCH)
@@ -52,7 +51,7 @@ fn oldest_stored(shared: &Shared) -> Option<SystemTime> {
 }
 
 /// Trims every [`EVERY`] until `stopped` turns true.
-pub(crate) fn spawn_trimmer(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) -> JoinHandle<()> {
+pub(crate) fn spawn_trimmer(cache: SharedCache, mut stopped: watch::Receiver<bool>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -60,7 +59,7 @@ pub(crate) fn spawn_trimmer(shared: Arc<Shared>, mut stopped: watch::Receiver<bo
             tokio::select! {
                 _ = stopped.changed() => return,
                 _ = ticks.tick() => {
-                    let kept = trim(&shared);
+                    let kept = trim(&cache);
                     tracing::trace!(kept, "ban list trimmed");
                 }
             }

@@ -1,9 +1,9 @@
 //! `GET /metrics`: the counters in the Prometheus text format, through `prometheus-client`.
 //!
-//! The request path keeps plain atomics ([`crate::stats`]); a [`Collector`] reads them at
+//! The request path keeps plain atomics ([`crate::telemetry`]); a [`Collector`] reads them at
 //! scrape time, so no value is counted twice and nothing on the request path knows about
 //! Prometheus. The one metric that needs its own storage is the request-duration histogram,
-//! [`RequestLatency`]; the proxy records into it with [`RequestLatency::observe_request`].
+//! [`RequestLatency`](crate::telemetry::RequestLatency), which the proxy records into.
 //!
 //! Names (all prefixed `edgecache_`): `requests_total{result}`, `coalesced_waits_total`,
 //! `backend_fetches_total{backend}`, `backend_failures_total{backend}`,
@@ -21,31 +21,10 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::State;
-
-/// Request durations, from the request head received to the response head sent, in seconds.
-/// Cheap to clone (the buckets are shared).
-#[derive(Clone, Debug)]
-pub struct RequestLatency(Histogram);
-
-impl Default for RequestLatency {
-    fn default() -> Self {
-        RequestLatency(Histogram::new([
-            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ]))
-    }
-}
-
-impl RequestLatency {
-    /// Records one request that took `seconds`.
-    pub fn observe_request(&self, seconds: f64) {
-        self.0.observe(seconds);
-    }
-}
 
 /// The registry behind `/metrics`.
 pub(super) fn registry(state: Arc<State>) -> Registry {
@@ -54,7 +33,7 @@ pub(super) fn registry(state: Arc<State>) -> Registry {
         "edgecache_request_duration",
         "Time from the request head received to the response head sent",
         Unit::Seconds,
-        state.latency.0.clone(),
+        state.latency.histogram().clone(),
     );
     registry.register_collector(Box::new(Counters(state)));
     registry
@@ -122,8 +101,7 @@ fn as_gauge(value: u64) -> i64 {
 impl Collector for Counters {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let state = &self.0;
-        let shared = &state.shared;
-        let stats = &shared.stats;
+        let stats = &state.stats;
         let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
         family(
             &mut encoder,
@@ -166,7 +144,7 @@ impl Collector for Counters {
             "Policy regex matches that hit PCRE2's match or depth limit (counted as no match)",
             policy_lang::pcre_limit_hits(),
         )?;
-        let version = shared.active.load_full();
+        let version = state.active.load_full();
         let backends = || {
             version
                 .backends
@@ -274,13 +252,13 @@ impl Collector for Counters {
             &mut encoder,
             "edgecache_cache_objects",
             "Objects stored (primary keys: the Vary variants of one URL count once)",
-            as_gauge(shared.store.entry_count()),
+            as_gauge(state.cache.store.entry_count()),
         )?;
         gauge(
             &mut encoder,
             "edgecache_cache_bytes",
             "Bytes stored (headers and bodies), bounded by the cache size",
-            as_gauge(shared.store.weighted_size()),
+            as_gauge(state.cache.store.weighted_size()),
         )?;
         counter(
             &mut encoder,
@@ -292,7 +270,7 @@ impl Collector for Counters {
             &mut encoder,
             "edgecache_bans",
             "Bans in the ban list",
-            as_gauge(super::bans::trim(shared) as u64),
+            as_gauge(super::bans::trim(&state.cache) as u64),
         )?;
         let reloads = state.reloader.status();
         family(

@@ -30,6 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -44,20 +45,24 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cache::key::CacheKey;
-use crate::proxy::Shared;
+use crate::cache::SharedCache;
 use crate::reload::{Reloader, Trigger};
+use crate::telemetry::{RequestLatency, Stats};
+use crate::version::Version;
 use crate::StartError;
 
 pub(crate) use bans::spawn_trimmer as spawn_ban_trimmer;
 use guard::Guard;
-use metrics::RequestLatency;
 
 /// Largest `POST /ban` body.
 const MAX_BODY: usize = 64 * 1024;
 
-/// What the handlers read.
+/// What the handlers read: the same handles on the active version, the cache and the counters
+/// that the request path holds.
 pub(crate) struct State {
-    pub shared: Arc<Shared>,
+    pub active: Arc<ArcSwap<Version>>,
+    pub cache: SharedCache,
+    pub stats: Arc<Stats>,
     pub reloader: Arc<Reloader>,
     pub started: Instant,
     pub latency: RequestLatency,
@@ -247,7 +252,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
 // === handlers ===
 
 fn status(state: &State) -> Value {
-    let version = state.shared.active.load_full();
+    let version = state.active.load_full();
     let reloads = state.reloader.status();
     let policy = version.source.as_ref().map(|source| {
         json!({
@@ -311,8 +316,7 @@ fn status(state: &State) -> Value {
 
 fn stats(state: &State) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
-    let shared = &state.shared;
-    let stats = &shared.stats;
+    let stats = &state.stats;
     let reloads = state.reloader.status();
     json!({
         "requests": stats.requests.load(Relaxed),
@@ -328,12 +332,12 @@ fn stats(state: &State) -> Value {
         "pipes_refused": stats.pipes_refused.load(Relaxed),
         "pcre_limit_hits": policy_lang::pcre_limit_hits(),
         "cache": {
-            "objects": shared.store.entry_count(),
-            "bytes": shared.store.weighted_size(),
+            "objects": state.cache.store.entry_count(),
+            "bytes": state.cache.store.weighted_size(),
             "evictions": stats.evictions.load(Relaxed),
         },
-        "bans": bans::trim(shared),
-        "bans_tested": shared.bans_tested(),
+        "bans": bans::trim(&state.cache),
+        "bans_tested": state.cache.bans_tested(),
         "reloads": { "ok": reloads.ok, "failed": reloads.failed },
         "backends": backends(state),
     })
@@ -341,7 +345,7 @@ fn stats(state: &State) -> Value {
 
 fn backends(state: &State) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
-    let version = state.shared.active.load_full();
+    let version = state.active.load_full();
     let list: Vec<Value> = version
         .backends
         .iter()
@@ -424,12 +428,12 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     if host == EVERY_HOST {
         return purge_every_host(state, &target);
     }
-    let version = state.shared.active.load_full();
+    let version = state.active.load_full();
     // The host + URL key: what edgecache uses without a policy and for a policy's builtin
     // vcl_hash alike. A user vcl_hash may build other keys (the note below says so).
     let key = CacheKey::from_host_and_target(&host, &target);
     let kind = "host + url (builtin vcl_hash)";
-    let purged = state.shared.purge(&key);
+    let purged = state.cache.purge(&key);
     tracing::info!(host, url = target, purged, "purge from the admin API");
     let status = if purged {
         StatusCode::OK
@@ -460,11 +464,11 @@ fn purge_every_host(state: &State, target: &str) -> Response<Full<Bytes>> {
     let expr = format!("req.url == \"{target}\"");
     match policy_lang::parse_ban(&expr) {
         Ok(parsed) => {
-            state.shared.ban(parsed);
+            state.cache.ban(parsed);
             tracing::info!(url = target, "purge of every host from the admin API (a ban)");
             json(
                 StatusCode::OK,
-                json!({ "purged": "every host", "url": target, "ban": expr, "bans": bans::trim(&state.shared) }),
+                json!({ "purged": "every host", "url": target, "ban": expr, "bans": bans::trim(&state.cache) }),
             )
         }
         Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),
@@ -497,10 +501,10 @@ async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>>
     }
     match policy_lang::parse_ban(expr) {
         Ok(parsed) => {
-            state.shared.ban(parsed);
+            state.cache.ban(parsed);
             json(
                 StatusCode::OK,
-                json!({ "ban": expr, "bans": bans::trim(&state.shared) }),
+                json!({ "ban": expr, "bans": bans::trim(&state.cache) }),
             )
         }
         Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::stats::BackendStats;
+use crate::telemetry::BackendStats;
 
 /// One admitted request; decrements the backend's in-flight count when dropped.
 #[derive(Debug)]

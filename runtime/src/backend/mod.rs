@@ -36,7 +36,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::cache::body::BoxError;
 use crate::config::BackendTimeouts;
-use crate::stats::BackendStats;
+use crate::telemetry::BackendStats;
 
 use admission::InFlight;
 use connector::OriginConnector;

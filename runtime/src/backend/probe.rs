@@ -22,7 +22,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::connector::OriginConnector;
 use super::health::{Health, Transition};
-use crate::stats::BackendStats;
+use crate::telemetry::BackendStats;
 
 /// Longest status line read; a longer first line is an invalid response.
 const MAX_STATUS_LINE: usize = 1024;

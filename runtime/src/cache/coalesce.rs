@@ -24,7 +24,7 @@ use super::body::SharedBody;
 use super::key::CacheKey;
 use super::object::ObjectHead;
 use super::rules::vary::VaryRule;
-use crate::stats::Stats;
+use crate::telemetry::Stats;
 
 /// What a leader's fetch turned into, as seen by its waiters.
 #[derive(Clone)]

@@ -1,10 +1,26 @@
-//! The shared HTTP cache: RFC 9111 decisions, storage, coalescing of misses.
+//! The shared HTTP cache: RFC 9111 decisions, storage, coalescing of misses, bans.
 //!
 //! `rules` holds the RFC 9111 decisions as pure functions; `store` keeps objects in moka,
 //! bounded in bytes; `coalesce` makes concurrent misses for one key share one origin fetch and
-//! remembers uncacheable keys (hit-for-pass); `state` names the cache outcome of a request.
-//! This module never calls the proxy, the policy or a backend: the proxy drives it.
+//! remembers uncacheable keys (hit-for-pass); `bans` tests stored objects against the ban list;
+//! `state` names the cache outcome of a request. [`SharedCache`] is the handle the request path
+//! and the admin API both hold. This module never calls the proxy, the policy or a backend: the
+//! proxy drives it.
 
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use policy_lang::BanExpr;
+
+use crate::config::Config;
+use crate::telemetry::Stats;
+use bans::BanList;
+use coalesce::Coalescer;
+use key::CacheKey;
+use object::CachedObject;
+use store::Store;
+
+mod bans;
 pub(crate) mod body;
 pub(crate) mod coalesce;
 pub(crate) mod key;
@@ -12,3 +28,54 @@ pub(crate) mod object;
 pub(crate) mod rules;
 pub(crate) mod state;
 pub(crate) mod store;
+
+/// The cache as the request path and the admin API share it: the stored objects, the fetches in
+/// flight with the hit-for-pass marks, and the bans. Clones are the same cache.
+#[derive(Clone)]
+pub(crate) struct SharedCache {
+    pub store: Store,
+    pub coalescer: Coalescer,
+    bans: Arc<BanList>,
+}
+
+impl SharedCache {
+    /// An empty cache sized by `--cache-size`, counting evictions in `stats`.
+    pub fn new(config: &Config, stats: Arc<Stats>) -> SharedCache {
+        SharedCache {
+            store: Store::new(config.cache_size, config.cache_admission, stats),
+            coalescer: Coalescer::new(config.hit_for_pass_ttl),
+            bans: Arc::default(),
+        }
+    }
+
+    /// Removes every variant of `key` and forgets its hit-for-pass mark.
+    pub fn purge(&self, key: &CacheKey) -> bool {
+        self.coalescer.clear_hit_for_pass(key);
+        self.store.purge(key)
+    }
+
+    /// Adds a ban: objects stored before now that match are dropped at their next lookup.
+    pub fn ban(&self, expr: BanExpr) {
+        tracing::info!(ban = expr.as_str(), "ban added");
+        self.bans.add(expr);
+    }
+
+    /// Drops the bans added before `cutoff` and returns how many are kept. A ban only applies
+    /// to objects stored before it was added, so a caller that knows no stored (or still
+    /// arriving) object predates `cutoff` may pass it: those bans can never match again.
+    /// Used by `admin::bans`.
+    pub fn trim_bans(&self, cutoff: SystemTime) -> usize {
+        self.bans.trim(cutoff)
+    }
+
+    /// Whether a ban added after `object` was stored matches it (each ban is tested against an
+    /// object once, see `bans`).
+    pub fn is_banned(&self, object: &CachedObject) -> bool {
+        self.bans.is_banned(object)
+    }
+
+    /// Ban expressions evaluated against objects so far (Varnish's `bans_tested`).
+    pub fn bans_tested(&self) -> u64 {
+        self.bans.tested()
+    }
+}

@@ -1,5 +1,9 @@
 //! The cache outcome of one request: the single source of the `X-Cache` header and the access
-//! log's cache field.
+//! log's cache field, and the request counter it adds to.
+
+use std::sync::atomic::Ordering;
+
+use crate::telemetry::Stats;
 
 /// What the cache did for a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,5 +39,20 @@ impl CacheState {
             CacheState::Synth => "SYNTH",
             CacheState::Pipe => "PIPE",
         }
+    }
+
+    /// Counts a finished request with this outcome in `stats`.
+    pub fn count(self, stats: &Stats) {
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        let counter = match self {
+            CacheState::Hit => &stats.hits,
+            CacheState::Miss => &stats.misses,
+            CacheState::Pass => &stats.passes,
+            CacheState::Stale => &stats.stale,
+            CacheState::Revalidated => &stats.revalidated,
+            CacheState::Synth => &stats.synth,
+            CacheState::Pipe => &stats.pipes,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 }

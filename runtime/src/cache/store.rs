@@ -17,7 +17,7 @@ use super::key::CacheKey;
 use super::object::CachedObject;
 use super::rules::vary::VaryRule;
 use crate::config::CacheAdmission;
-use crate::stats::Stats;
+use crate::telemetry::Stats;
 
 /// What a primary key costs besides its objects: moka's entry (hash-table slot, access-order
 /// and write-order nodes, timer-wheel node, entry info, each its own allocation), the

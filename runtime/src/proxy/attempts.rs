@@ -8,7 +8,7 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use policy_lang::{Action, BackendId, Program, Sub};
 
-use super::fetch::empty_body;
+use super::bereq::empty_body;
 use super::synth;
 use super::vcl::BackendSession;
 use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};

@@ -1,7 +1,7 @@
 //! The phase sequencer: the only code that knows in which order a request meets the policy,
 //! the cache and the origin.
 //!
-//! Without a policy the builtin behaviour runs natively (`builtin_recv`, `default_key`); with
+//! Without a policy the builtin behaviour runs natively (see `builtin`); with
 //! one, the compiled program decides at each step (`vcl_route`) and Varnish's builtin VCL runs
 //! wherever the user's subs fall through.
 
@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use policy_lang::{Action, Program, Sub};
@@ -23,6 +23,7 @@ use super::fetch::{self, Route};
 use super::request_checks;
 use super::vcl::{self, ClientResponse, ClientSession};
 use super::ClientTls;
+use super::{bereq, builtin};
 use super::{headers, pipe, respond, synth, Shared};
 use crate::backend::{ClientBody, OutgoingBody};
 use crate::cache::body::ProxyBody;
@@ -80,7 +81,7 @@ pub(crate) async fn handle(
             HeaderValue::from_static(cache.as_str()),
         );
     }
-    shared.stats.record(cache);
+    cache.count(&shared.stats);
     let elapsed = started.elapsed();
     shared.latency.observe_request(elapsed.as_secs_f64());
     access_log::record(AccessRecord {
@@ -162,7 +163,7 @@ async fn route(
         return (purge(shared, client, &parts), CacheState::Synth);
     }
     if pipe::is_websocket_upgrade(&parts) {
-        let bereq = pipe::backend_request(&parts, client.ip());
+        let bereq = bereq::pipe(&parts, client.ip());
         let mut parts = parts;
         return piped(
             shared,
@@ -173,7 +174,7 @@ async fn route(
         )
         .await;
     }
-    if builtin_passes(&parts) {
+    if builtin::passes(&parts) {
         return (
             fetch::pass(
                 shared,
@@ -187,7 +188,7 @@ async fn route(
             CacheState::Pass,
         );
     }
-    let key = default_key(&parts);
+    let key = builtin::vcl_hash(&parts);
     match lookup(
         shared,
         version,
@@ -217,64 +218,6 @@ async fn piped(
     pipe::pipe(shared, route.backend, bereq, upgrade, body).await
 }
 
-/// Varnish's builtin `vcl_recv`: only GET and HEAD are looked up, and requests carrying
-/// credentials or cookies are passed, since the response may be personal.
-fn builtin_passes(request: &Parts) -> bool {
-    let method = &request.method;
-    (method != Method::GET && method != Method::HEAD)
-        || request.headers.contains_key(header::AUTHORIZATION)
-        || request.headers.contains_key(header::COOKIE)
-}
-
-/// Varnish's builtin `vcl_recv` as policy-lang's `builtin.vcl` spells it, natively: what a
-/// policy without a `vcl_recv` of its own runs, and what a user `vcl_recv` falls through to
-/// (interpreting it costs more than the rest of a hit). Keep it step for step with
-/// `builtin.vcl`; `tests/policy_phases.rs` holds them together.
-pub(super) fn builtin_vcl_recv(request: &mut Parts) -> Action {
-    let synth = |status: StatusCode| Action::Synth {
-        status: status.as_u16(),
-        reason: status.canonical_reason().unwrap_or("").into(),
-    };
-    // vcl_req_host
-    if let Some(host) = request.headers.get(header::HOST) {
-        if host.as_bytes().iter().any(u8::is_ascii_uppercase) {
-            if let Ok(lower) = HeaderValue::from_bytes(&host.as_bytes().to_ascii_lowercase()) {
-                request.headers.insert(header::HOST, lower);
-            }
-        }
-    } else if request.version == http::Version::HTTP_11 {
-        return synth(StatusCode::BAD_REQUEST);
-    }
-    if pipe::is_websocket_upgrade(request) {
-        return Action::Pipe;
-    }
-    // vcl_req_method
-    let method = request.method.as_str();
-    if method == "PRI" {
-        return synth(StatusCode::METHOD_NOT_ALLOWED);
-    }
-    if method != "GET" && method != "HEAD" {
-        return Action::Pass;
-    }
-    // vcl_req_authorization, vcl_req_cookie
-    if request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key(header::COOKIE) {
-        return Action::Pass;
-    }
-    Action::Lookup
-}
-
-/// Varnish's builtin `vcl_hash`: the host and the URL.
-fn default_key(request: &Parts) -> CacheKey {
-    let host = request
-        .headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .or_else(|| request.uri.authority().map(|a| a.as_str()))
-        .unwrap_or("");
-    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    CacheKey::from_host_and_target(host, target)
-}
-
 /// `PURGE`: removes every variant of the URL, for clients in the allow list.
 fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<ProxyBody> {
     let address = client.ip().to_canonical();
@@ -284,8 +227,8 @@ fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<Proxy
             &format!("PURGE is not allowed from {address}; allowed networks are set with --purge-allow"),
         );
     }
-    let key = default_key(request);
-    if shared.purge(&key) {
+    let key = builtin::vcl_hash(request);
+    if shared.cache.purge(&key) {
         synth::plain(StatusCode::OK, "Purged")
     } else {
         synth::plain(StatusCode::NOT_FOUND, "Not in cache")
@@ -307,16 +250,19 @@ async fn lookup(
 ) -> Looked {
     let wanted = RequestDirectives::from_headers(&request.headers);
     let ignore_request = shared.ignore_request_cache_control;
-    if shared.coalescer.is_pass_only(&key) {
+    if shared.cache.coalescer.is_pass_only(&key) {
         if let Some(action) = hooks.pass_only() {
             return Err(action);
         }
     }
     for _ in 0..MAX_LOOKUPS {
         let now = SystemTime::now();
-        let mut stored = shared.store.lookup(&key, &request.headers);
-        if stored.as_ref().is_some_and(|object| shared.is_banned(object)) {
-            shared.purge(&key);
+        let mut stored = shared.cache.store.lookup(&key, &request.headers);
+        if stored
+            .as_ref()
+            .is_some_and(|object| shared.cache.is_banned(object))
+        {
+            shared.cache.purge(&key);
             stored = None;
         }
         if let Some(object) = &stored {
@@ -371,19 +317,19 @@ async fn lookup(
                 CacheState::Synth,
             ));
         }
-        if shared.coalescer.is_hit_for_pass(&key) {
+        if shared.cache.coalescer.is_hit_for_pass(&key) {
             hooks.hit_for_miss();
             if let Some(action) = hooks.miss() {
                 return Err(action);
             }
             return Ok(fetch::miss(shared, version, route, client, request.clone(), key, None, stored).await);
         }
-        match shared.coalescer.join(&key) {
+        match shared.cache.coalescer.join(&key) {
             Join::Leader(leader) => {
                 // A fetch that ended between the store lookup above and this join has stored
                 // its object by now (a fill stores before it lets go of the key): look again
                 // rather than fetch a second time. Waiters that joined meanwhile look again too.
-                if stored.is_none() && shared.store.lookup(&key, &request.headers).is_some() {
+                if stored.is_none() && shared.cache.store.lookup(&key, &request.headers).is_some() {
                     drop(leader);
                     continue;
                 }
@@ -411,14 +357,14 @@ async fn lookup(
                 }
                 FetchOutcome::Uncacheable => {
                     let response =
-                        fetch::pass(shared, version, route, client, request, fetch::empty_body()).await;
+                        fetch::pass(shared, version, route, client, request, bereq::empty_body()).await;
                     return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
             },
         }
     }
-    let stored = shared.store.lookup(&key, &request.headers);
+    let stored = shared.cache.store.lookup(&key, &request.headers);
     Ok(fetch::miss(shared, version, route, client, request.clone(), key, None, stored).await)
 }
 
@@ -533,7 +479,7 @@ async fn vcl_route(
         let mut action = if program.has_sub(Sub::Recv) {
             program.run(Sub::Recv, &mut session)
         } else {
-            builtin_vcl_recv(&mut session.req)
+            builtin::vcl_recv(&mut session.req)
         };
         let step = loop {
             match action {
@@ -586,7 +532,7 @@ async fn vcl_route(
                     break Step::Served(response, CacheState::Pass);
                 }
                 Action::Pipe => {
-                    let mut bereq = pipe::backend_request(&session.req, client.ip());
+                    let mut bereq = bereq::pipe(&session.req, client.ip());
                     if program.has_sub(Sub::Pipe) {
                         session.bereq = Some(bereq);
                         let decided = program.run(Sub::Pipe, &mut session);
@@ -607,7 +553,7 @@ async fn vcl_route(
                 }
                 Action::Purge => {
                     let key = vcl_key(program, &mut session);
-                    shared.purge(&key);
+                    shared.cache.purge(&key);
                     break match program.run(Sub::Purge, &mut session) {
                         Action::Synth { status, reason } => Step::Synth(status, Some(reason.to_string())),
                         Action::Restart => Step::Restart,
@@ -633,7 +579,7 @@ async fn vcl_route(
             }
         };
         for ban in session.bans.drain(..) {
-            shared.ban(ban);
+            shared.cache.ban(ban);
         }
         let status_header = &shared.cache_status_header;
         let outcome = match step {
@@ -675,7 +621,7 @@ async fn vcl_route(
 /// without a policy, so `PURGE` and the admin API's purge find the object either way.
 fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
     if !program.has_sub(Sub::Hash) {
-        return default_key(&session.req);
+        return builtin::vcl_hash(&session.req);
     }
     session.hash.clear();
     program.run(Sub::Hash, session);
@@ -690,7 +636,7 @@ fn once(body: &mut Option<Incoming>, had_body: bool, shared: &Shared) -> Result<
         Some(body) => Ok(streamed(body, shared.body_timeout)),
         None if had_body => Err("the request body was already sent to the origin once; \
                                  a restarted request cannot send it again"),
-        None => Ok(fetch::empty_body()),
+        None => Ok(bereq::empty_body()),
     }
 }
 

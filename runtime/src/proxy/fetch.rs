@@ -8,17 +8,18 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderName};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body as _, Frame};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use tokio::sync::oneshot;
 
 use super::attempts::{failure, Attempts, FetchFailure};
+use super::bereq;
 use super::vcl::{self, BackendSession};
 use super::{h2_accounting, headers, respond, synth, Shared};
-use crate::backend::{Backend, ConnectionAddresses, OutgoingBody, TimedBody};
+use crate::backend::{Backend, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{FetchOutcome, Join, Leader};
 use crate::cache::key::CacheKey;
@@ -47,50 +48,6 @@ impl<'a> Route<'a> {
             hint,
         }
     }
-}
-
-/// The request sent to the origin for a client request: hop-by-hop fields removed, `Via` and
-/// `X-Forwarded-For` added, `Host` kept (HTTP/2 clients send `:authority` instead), and the
-/// client connection's addresses carried along for a backend's PROXY header.
-fn backend_request(
-    parts: &Parts,
-    client: IpAddr,
-    method: Method,
-    body: OutgoingBody,
-) -> Request<OutgoingBody> {
-    let mut request = Request::new(body);
-    *request.method_mut() = method;
-    *request.uri_mut() = parts.uri.clone();
-    let headers = request.headers_mut();
-    *headers = parts.headers.clone();
-    headers::strip_hop_by_hop(headers);
-    if !headers.contains_key(header::HOST) {
-        if let Some(authority) = parts.uri.authority() {
-            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
-                headers.insert(header::HOST, host);
-            }
-        }
-    }
-    headers::append_forwarded_for(headers, client);
-    headers::append_via(headers, parts.version);
-    if let Some(addresses) = parts.extensions.get::<ConnectionAddresses>() {
-        request.extensions_mut().insert(*addresses);
-    }
-    // `remote.ip` / `local.ip` in the backend subs.
-    if let Some(proxied) = parts.extensions.get::<Arc<super::Proxied>>() {
-        request.extensions_mut().insert(proxied.clone());
-    }
-    if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
-        request.extensions_mut().insert(*xid);
-    }
-    if let Some(background) = parts.extensions.get::<vcl::BackgroundFetch>() {
-        request.extensions_mut().insert(*background);
-    }
-    request
-}
-
-pub(super) fn empty_body() -> OutgoingBody {
-    Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
 /// An origin response relayed as it is, minus hop-by-hop fields, plus `Via`.
@@ -124,7 +81,7 @@ pub(super) async fn pass(
     body: OutgoingBody,
 ) -> Response<ProxyBody> {
     h2_accounting::origin_fetch_started();
-    let mut bereq = backend_request(parts, client.ip(), parts.method.clone(), body);
+    let mut bereq = bereq::pass(parts, client.ip(), body);
     let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
     loop {
         let response = match attempts.send(&mut backend, bereq).await {
@@ -186,8 +143,8 @@ fn invalidate_after<B>(shared: &Shared, client: IpAddr, request: &Parts, respons
         let host = uri.authority().map_or(host, |a| a.as_str());
         let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
         let key = CacheKey::from_host_and_target(host, target);
-        shared.store.purge(&key);
-        shared.coalescer.clear_hit_for_pass(&key);
+        shared.cache.store.purge(&key);
+        shared.cache.coalescer.clear_hit_for_pass(&key);
         tracing::debug!(%uri, method = %request.method, "invalidated");
     }
 }
@@ -207,56 +164,6 @@ enum Delivery {
     /// `error`, a fail-closed plugin): send this instead; nothing is stored.
     Replaced(Response<ProxyBody>),
     Failed(FetchFailure),
-}
-
-/// Fields of the client's request that must not reach the origin on a cache fill: the cache
-/// wants the whole current representation, and answers the client's conditionals and ranges
-/// itself from what it stores.
-const CLIENT_PRECONDITIONS: [header::HeaderName; 6] = [
-    header::IF_NONE_MATCH,
-    header::IF_MODIFIED_SINCE,
-    header::IF_MATCH,
-    header::IF_UNMODIFIED_SINCE,
-    header::IF_RANGE,
-    header::RANGE,
-];
-
-/// The origin request for a cache fill of `parts`: always GET (a HEAD miss fetches the whole
-/// object so the GETs that follow hit), the client's preconditions replaced by the cache's own
-/// when a stale object with validators is being revalidated.
-fn fill_request(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) -> Request<OutgoingBody> {
-    let mut bereq = bodiless_get(parts, client);
-    let headers = bereq.headers_mut();
-    for name in &CLIENT_PRECONDITIONS {
-        headers.remove(name);
-    }
-    fill_preconditions(headers, stale);
-    bereq
-}
-
-/// The origin request for a key remembered as hit-for-pass: a pass in all but name (the
-/// response is still stored if it turns storable), so the client's own preconditions and
-/// `Range` go to the origin and its 304 or 206 comes back. A HEAD is sent as GET, as on a miss
-/// (Varnish's hit-for-miss): a bodiless response stored for the key would answer every later
-/// GET with an empty page.
-fn hit_for_pass_request(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
-    bodiless_get(parts, client)
-}
-
-/// A GET for `parts` without a body: a fetch never forwards the client's body (a GET body has
-/// no defined meaning, RFC 9110 §9.3.1, and the object is shared), nor the `Content-Length`
-/// that announced it, which the origin would otherwise read the next request on its connection
-/// as (Varnish filters it from fetches the same way).
-fn bodiless_get(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
-    let mut bereq = backend_request(parts, client, Method::GET, empty_body());
-    bereq.headers_mut().remove(header::CONTENT_LENGTH);
-    bereq
-}
-
-fn fill_preconditions(headers: &mut http::HeaderMap, stale: Option<&CachedObject>) {
-    if let Some(stale) = stale {
-        headers.extend(conditional::conditional_request_headers(&stale.head.headers));
-    }
 }
 
 /// The stale object, if the rules let it answer after the origin failed (RFC 5861 §4, grace).
@@ -302,8 +209,8 @@ pub(super) async fn miss(
     let request = parts.clone();
     let (method, request_headers) = (&request.method, &request.headers);
     let bereq = match (&leader, &stale) {
-        (None, None) => hit_for_pass_request(&parts, client.ip()),
-        _ => fill_request(&parts, client.ip(), stale.as_deref()),
+        (None, None) => bereq::hit_for_pass(&parts, client.ip()),
+        _ => bereq::fill(&parts, client.ip(), stale.as_deref()),
     };
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask {
@@ -371,13 +278,13 @@ pub(super) fn refresh_in_background(
     key: CacheKey,
     stale: Arc<CachedObject>,
 ) {
-    let Join::Leader(leader) = shared.coalescer.join(&key) else {
+    let Join::Leader(leader) = shared.cache.coalescer.join(&key) else {
         return;
     };
     h2_accounting::origin_fetch_started();
     let mut request = request.clone();
     request.extensions.insert(vcl::BackgroundFetch);
-    let bereq = fill_request(&request, client.ip(), Some(&stale));
+    let bereq = bereq::fill(&request, client.ip(), Some(&stale));
     let task = FetchTask {
         shared: shared.clone(),
         version: version.clone(),
@@ -533,7 +440,7 @@ impl FetchTask {
                     tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
                     match &self.leader {
                         Some(leader) => leader.publish(FetchOutcome::Uncacheable),
-                        None => self.shared.coalescer.mark_hit_for_pass(self.key.clone()),
+                        None => self.shared.cache.coalescer.mark_hit_for_pass(self.key.clone()),
                     }
                     let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
                     return;
@@ -586,7 +493,7 @@ impl FetchTask {
         let request_time = SystemTime::now();
         let response = self
             .backend
-            .send(fill_request(&self.request, self.client, None))
+            .send(bereq::fill(&self.request, self.client, None))
             .await
             .map_err(|error| attempts.fail(error))?;
         Ok((response, request_time))
@@ -612,7 +519,10 @@ impl FetchTask {
                         body,
                     });
                 }
-                self.shared.store.insert(self.key.clone(), rule, object.clone());
+                self.shared
+                    .cache
+                    .store
+                    .insert(self.key.clone(), rule, object.clone());
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
             Err(NotStored::RequestNoStore) => {
@@ -620,7 +530,7 @@ impl FetchTask {
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
             Err(NotStored::Replaced(response)) => {
-                self.shared.store.purge(&self.key);
+                self.shared.cache.store.purge(&self.key);
                 let _ = delivered.send(Delivery::Replaced(*response));
             }
             // The merged response forbids storing now (e.g. `no-store` in the 304): serve the
@@ -629,7 +539,7 @@ impl FetchTask {
                 if let NotStored::Because(reason) = not_stored {
                     tracing::debug!(reason, "revalidated object no longer storable");
                 }
-                self.shared.store.purge(&self.key);
+                self.shared.cache.store.purge(&self.key);
                 let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
@@ -799,7 +709,7 @@ impl FetchTask {
         *fields = std::mem::take(&mut beresp.headers);
         *status = beresp.status;
         if let Some(ttl) = pass_for {
-            self.shared.coalescer.mark_pass_only(self.key.clone(), ttl);
+            self.shared.cache.coalescer.mark_pass_only(self.key.clone(), ttl);
             return Err(NotStored::Because("return (pass) in vcl_backend_response"));
         }
         decision.ok_or(NotStored::Because("beresp.uncacheable set by the policy"))
@@ -854,7 +764,7 @@ impl FetchTask {
                 sink.pass_through();
                 match &self.leader {
                     Some(leader) => leader.publish(FetchOutcome::Uncacheable),
-                    None => self.shared.coalescer.mark_hit_for_pass(self.key.clone()),
+                    None => self.shared.cache.coalescer.mark_hit_for_pass(self.key.clone()),
                 }
             }
             if passing && !sink.wait_for_readers(PASS_THROUGH_WINDOW).await {
@@ -873,8 +783,8 @@ impl FetchTask {
         // the object in the cache (an immediate PURGE removes it).
         if !passing {
             let object = Arc::new(CachedObject::new(head, sink.stored()));
-            self.shared.store.insert(self.key.clone(), rule, object);
-            self.shared.coalescer.clear_hit_for_pass(&self.key);
+            self.shared.cache.store.insert(self.key.clone(), rule, object);
+            self.shared.cache.coalescer.clear_hit_for_pass(&self.key);
         }
         sink.finish();
         if let Some(leader) = self.leader {

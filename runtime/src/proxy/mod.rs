@@ -1,7 +1,9 @@
 //! The request path: from a client request to a response, through policy, cache and backend.
 //!
 //! `driver` is the only code that orders the phases (recv, hash, lookup, fetch,
-//! backend_response, store, deliver); `fetch` runs one origin fetch, storing what may be stored;
+//! backend_response, store, deliver); `builtin` holds Varnish's builtin `vcl_recv` and
+//! `vcl_hash`, run natively by the driver and by the VCL session; `bereq` builds every request
+//! sent to an origin; `fetch` runs one origin fetch, storing what may be stored;
 //! `headers` holds the intermediary's header rules; `synth` is the only place that picks error
 //! statuses; `access_log` writes one event per request; `commit` holds a response back until
 //! its body has started (a body broken from the start becomes a 502). `request_checks` holds
@@ -12,7 +14,8 @@
 
 mod access_log;
 mod attempts;
-mod bans;
+mod bereq;
+mod builtin;
 mod client_tls;
 mod commit;
 mod driver;
@@ -29,25 +32,19 @@ mod vcl;
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use policy_lang::BanExpr;
 
 use http::HeaderName;
 use ipnet::IpNet;
 
-use crate::admin::metrics::RequestLatency;
-use crate::cache::coalesce::Coalescer;
-use crate::cache::key::CacheKey;
-use crate::cache::object::CachedObject;
 use crate::cache::rules::freshness::FreshnessOptions;
 use crate::cache::rules::storable::StoreOptions;
-use crate::cache::store::Store;
+use crate::cache::SharedCache;
 use crate::config::{Config, InvalidateOnUnsafe};
-use crate::stats::Stats;
+use crate::telemetry::{RequestLatency, Stats};
 use crate::version::Version;
-use bans::BanList;
 
 pub(crate) use client_tls::ClientTls;
 pub(crate) use driver::handle;
@@ -60,14 +57,13 @@ pub(crate) use vcl::ListenerName;
 
 /// What every request shares: settings, the cache, the origin.
 pub(crate) struct Shared {
-    /// The configuration version new requests start on.
-    pub active: ArcSwap<Version>,
+    /// The configuration version new requests start on (`reload` swaps it, `admin` reads it).
+    pub active: Arc<ArcSwap<Version>>,
     pub stats: Arc<Stats>,
     /// Request durations for `/metrics`.
     pub latency: RequestLatency,
-    bans: BanList,
-    pub store: Store,
-    pub coalescer: Coalescer,
+    /// Objects, coalescing, hit-for-pass marks and bans, shared with `admin`.
+    pub cache: SharedCache,
     pub freshness: FreshnessOptions,
     pub storing: StoreOptions,
     pub max_object_size: u64,
@@ -96,12 +92,10 @@ impl Shared {
     pub fn new(config: &Config, version: Version, latency: RequestLatency) -> Shared {
         let stats = Arc::new(Stats::default());
         Shared {
-            active: ArcSwap::from_pointee(version),
-            stats: stats.clone(),
+            active: Arc::new(ArcSwap::from_pointee(version)),
+            cache: SharedCache::new(config, stats.clone()),
+            stats,
             latency,
-            bans: BanList::default(),
-            store: Store::new(config.cache_size, config.cache_admission, stats.clone()),
-            coalescer: Coalescer::new(config.hit_for_pass_ttl),
             freshness: FreshnessOptions {
                 default_ttl: config.default_ttl,
                 ..FreshnessOptions::default()
@@ -142,37 +136,6 @@ impl Shared {
             InvalidateOnUnsafe::Allowed => self.purge_allowed(client),
             InvalidateOnUnsafe::Off => false,
         }
-    }
-
-    /// Removes every variant of `key` and forgets its hit-for-pass mark.
-    pub fn purge(&self, key: &CacheKey) -> bool {
-        self.coalescer.clear_hit_for_pass(key);
-        self.store.purge(key)
-    }
-
-    /// Adds a ban: objects stored before now that match are dropped at their next lookup.
-    pub fn ban(&self, expr: BanExpr) {
-        tracing::info!(ban = expr.as_str(), "ban added");
-        self.bans.add(expr);
-    }
-
-    /// Drops the bans added before `cutoff` and returns how many are kept. A ban only applies
-    /// to objects stored before it was added, so a caller that knows no stored (or still
-    /// arriving) object predates `cutoff` may pass it: those bans can never match again.
-    /// Used by `admin::bans`.
-    pub fn trim_bans(&self, cutoff: SystemTime) -> usize {
-        self.bans.trim(cutoff)
-    }
-
-    /// Whether a ban added after `object` was stored matches it (each ban is tested against an
-    /// object once, see `bans`).
-    pub fn is_banned(&self, object: &CachedObject) -> bool {
-        self.bans.is_banned(object)
-    }
-
-    /// Ban expressions evaluated against objects so far (Varnish's `bans_tested`).
-    pub fn bans_tested(&self) -> u64 {
-        self.bans.tested()
     }
 
     /// The targeted cache-control field name, if enabled.

@@ -12,7 +12,6 @@
 //! ([`h2_websocket_as_upgrade`]); the origin's `101` becomes the `200` that opens the stream's
 //! tunnel.
 
-use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +26,7 @@ use super::{headers, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, Piped};
 use crate::cache::body::ProxyBody;
 use crate::cache::state::CacheState;
-use crate::stats::Stats;
+use crate::telemetry::Stats;
 
 /// Bytes read from one side before they are written to the other.
 const COPY_BUFFER: usize = 16 * 1024;
@@ -69,49 +68,6 @@ pub(super) fn is_websocket_upgrade(request: &Parts) -> bool {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|protocol| protocol.trim().to_ascii_lowercase().starts_with("websocket"))
-}
-
-/// The request a pipe opens with (`bereq` in `vcl_pipe`): the client's, hop-by-hop fields
-/// removed and `X-Forwarded-For` and `Via` added; an `Upgrade` is sent on with `Connection:
-/// upgrade`, anything else with `Connection: close` (as Varnish), so the origin does not wait
-/// for a next request on a connection that ends with this one.
-pub(super) fn backend_request(request: &Parts, client: IpAddr) -> Parts {
-    let (mut bereq, ()) = Request::new(()).into_parts();
-    bereq.method = request.method.clone();
-    bereq.uri = request.uri.clone();
-    bereq.version = request.version;
-    bereq.headers = request.headers.clone();
-    // For the backend's `.proxy_header`.
-    if let Some(addresses) = request.extensions.get::<crate::backend::ConnectionAddresses>() {
-        bereq.extensions.insert(*addresses);
-    }
-    let upgrade = bereq.headers.get(header::UPGRADE).cloned();
-    headers::strip_hop_by_hop(&mut bereq.headers);
-    if !bereq.headers.contains_key(header::HOST) {
-        if let Some(host) = request
-            .uri
-            .authority()
-            .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
-        {
-            bereq.headers.insert(header::HOST, host);
-        }
-    }
-    headers::append_forwarded_for(&mut bereq.headers, client);
-    headers::append_via(&mut bereq.headers, request.version);
-    match upgrade {
-        Some(protocol) => {
-            bereq.headers.insert(header::UPGRADE, protocol);
-            bereq
-                .headers
-                .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        }
-        None => {
-            bereq
-                .headers
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-    }
-    bereq
 }
 
 /// Sends `bereq` to `backend` on a connection of its own and answers the client: the origin's

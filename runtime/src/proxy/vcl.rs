@@ -410,7 +410,7 @@ impl Context for ClientSession {
     }
 
     fn builtin_recv(&mut self) -> Option<Option<policy_lang::Action>> {
-        let action = super::driver::builtin_vcl_recv(&mut self.req);
+        let action = super::builtin::vcl_recv(&mut self.req);
         Some((action != policy_lang::Action::Lookup).then_some(action))
     }
 

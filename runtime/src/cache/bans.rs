@@ -16,7 +16,7 @@ use http::HeaderName;
 use parking_lot::RwLock;
 use policy_lang::{BanContext, BanExpr};
 
-use crate::cache::object::CachedObject;
+use super::object::CachedObject;
 
 /// A ban: an expression over objects, applying to those stored before `since`.
 struct Ban {

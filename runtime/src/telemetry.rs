@@ -1,9 +1,12 @@
-//! Counters the proxy keeps for the admin API and metrics: plain atomics, updated on the
-//! request path without locks.
+//! What the request path counts and the admin API reads: plain atomics updated without locks
+//! ([`Stats`], [`BackendStats`]) and the request-duration histogram ([`RequestLatency`]).
+//!
+//! At the bottom of the crate: the proxy, the cache and the backends write here, `admin`
+//! reads here, and this module imports none of them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
-use crate::cache::state::CacheState;
+use prometheus_client::metrics::histogram::Histogram;
 
 /// Process-wide request and cache counters.
 #[derive(Debug, Default)]
@@ -27,23 +30,6 @@ pub struct Stats {
     pub pipes_refused: AtomicU64,
 }
 
-impl Stats {
-    /// Counts a finished request by its cache outcome.
-    pub fn record(&self, state: CacheState) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        let counter = match state {
-            CacheState::Hit => &self.hits,
-            CacheState::Miss => &self.misses,
-            CacheState::Pass => &self.passes,
-            CacheState::Stale => &self.stale,
-            CacheState::Revalidated => &self.revalidated,
-            CacheState::Synth => &self.synth,
-            CacheState::Pipe => &self.pipes,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// Per-backend counters, kept with the backend so they survive reloads that keep it.
 #[derive(Debug, Default)]
 pub struct BackendStats {
@@ -57,4 +43,29 @@ pub struct BackendStats {
     pub probes_good: AtomicU64,
     /// Health probes that failed: refused, timed out, or answered with another status.
     pub probes_bad: AtomicU64,
+}
+
+/// Request durations, from the request head received to the response head sent, in seconds.
+/// Cheap to clone (the buckets are shared); `admin::metrics` registers it for `/metrics`.
+#[derive(Clone, Debug)]
+pub struct RequestLatency(Histogram);
+
+impl Default for RequestLatency {
+    fn default() -> Self {
+        RequestLatency(Histogram::new([
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]))
+    }
+}
+
+impl RequestLatency {
+    /// Records one request that took `seconds`.
+    pub fn observe_request(&self, seconds: f64) {
+        self.0.observe(seconds);
+    }
+
+    /// The histogram, for the registry behind `/metrics`.
+    pub fn histogram(&self) -> &Histogram {
+        &self.0
+    }
 }

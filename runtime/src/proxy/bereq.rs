@@ -1,0 +1,138 @@
+//! The requests sent to an origin, each built from the client's request in one place: a pass,
+//! a cache fill (or revalidation), a fetch for a hit-for-pass key, and a pipe. Every one has the
+//! hop-by-hop fields removed, `Host` kept (HTTP/2 clients send `:authority` instead),
+//! `X-Forwarded-For` and `Via` added, and the client connection's addresses carried along for a
+//! backend's PROXY header.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::header::{self, HeaderValue};
+use http::request::Parts;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Empty};
+
+use super::{headers, vcl, Proxied};
+use crate::backend::{ConnectionAddresses, OutgoingBody};
+use crate::cache::object::CachedObject;
+use crate::cache::rules::conditional;
+
+/// The body of a backend request that has none.
+pub(super) fn empty_body() -> OutgoingBody {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// The head every backend request starts from: the client's method, target and fields, minus
+/// the hop-by-hop ones, with `Host`, `X-Forwarded-For` and `Via`.
+fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
+    let (mut head, ()) = Request::new(()).into_parts();
+    head.method = parts.method.clone();
+    head.uri = parts.uri.clone();
+    head.headers = parts.headers.clone();
+    let headers = &mut head.headers;
+    headers::strip_hop_by_hop(headers);
+    if !headers.contains_key(header::HOST) {
+        if let Some(authority) = parts.uri.authority() {
+            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                headers.insert(header::HOST, host);
+            }
+        }
+    }
+    headers::append_forwarded_for(headers, client);
+    headers::append_via(headers, parts.version);
+    if let Some(addresses) = parts.extensions.get::<ConnectionAddresses>() {
+        head.extensions.insert(*addresses);
+    }
+    head
+}
+
+/// A fetch's request: [`forwarded`], plus what the backend subs read of the client request
+/// (`remote.ip` / `local.ip`, `bereq.xid`, `bereq.is_bgfetch`).
+fn fetch(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingBody> {
+    let mut head = forwarded(parts, client);
+    if let Some(proxied) = parts.extensions.get::<Arc<Proxied>>() {
+        head.extensions.insert(proxied.clone());
+    }
+    if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
+        head.extensions.insert(*xid);
+    }
+    if let Some(background) = parts.extensions.get::<vcl::BackgroundFetch>() {
+        head.extensions.insert(*background);
+    }
+    Request::from_parts(head, body)
+}
+
+/// A pass: the client's request, body included.
+pub(super) fn pass(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingBody> {
+    fetch(parts, client, body)
+}
+
+/// Fields of the client's request that must not reach the origin on a cache fill: the cache
+/// wants the whole current representation, and answers the client's conditionals and ranges
+/// itself from what it stores.
+const CLIENT_PRECONDITIONS: [header::HeaderName; 6] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+    header::RANGE,
+];
+
+/// The origin request for a cache fill of `parts`: always GET (a HEAD miss fetches the whole
+/// object so the GETs that follow hit), the client's preconditions replaced by the cache's own
+/// when a stale object with validators is being revalidated.
+pub(super) fn fill(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) -> Request<OutgoingBody> {
+    let mut bereq = bodiless_get(parts, client);
+    let headers = bereq.headers_mut();
+    for name in &CLIENT_PRECONDITIONS {
+        headers.remove(name);
+    }
+    if let Some(stale) = stale {
+        headers.extend(conditional::conditional_request_headers(&stale.head.headers));
+    }
+    bereq
+}
+
+/// The origin request for a key remembered as hit-for-pass: a pass in all but name (the
+/// response is still stored if it turns storable), so the client's own preconditions and
+/// `Range` go to the origin and its 304 or 206 comes back. A HEAD is sent as GET, as on a miss
+/// (Varnish's hit-for-miss): a bodiless response stored for the key would answer every later
+/// GET with an empty page.
+pub(super) fn hit_for_pass(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
+    bodiless_get(parts, client)
+}
+
+/// A GET for `parts` without a body: a fetch never forwards the client's body (a GET body has
+/// no defined meaning, RFC 9110 §9.3.1, and the object is shared), nor the `Content-Length`
+/// that announced it, which the origin would otherwise read the next request on its connection
+/// as (Varnish filters it from fetches the same way).
+fn bodiless_get(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
+    let mut bereq = fetch(parts, client, empty_body());
+    *bereq.method_mut() = Method::GET;
+    bereq.headers_mut().remove(header::CONTENT_LENGTH);
+    bereq
+}
+
+/// The request a pipe opens with (`bereq` in `vcl_pipe`): [`forwarded`] in the client's HTTP
+/// version; an `Upgrade` is sent on with `Connection: upgrade`, anything else with
+/// `Connection: close` (as Varnish), so the origin does not wait for a next request on a
+/// connection that ends with this one.
+pub(super) fn pipe(parts: &Parts, client: IpAddr) -> Parts {
+    let mut bereq = forwarded(parts, client);
+    bereq.version = parts.version;
+    match parts.headers.get(header::UPGRADE) {
+        Some(protocol) => {
+            bereq.headers.insert(header::UPGRADE, protocol.clone());
+            bereq
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        }
+        None => {
+            bereq
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+    }
+    bereq
+}
