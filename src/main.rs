@@ -248,6 +248,10 @@ struct ServeArgs {
     /// CPU time a plugin callback may take before it is stopped. Default 5ms.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     plugin_deadline: Option<Duration>,
+    /// How long a plugin may keep a request paused (waiting for an outbound call or a
+    /// timer) before the request fails as the plugin's .on_error says. Default 30s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    plugin_pause_timeout: Option<Duration>,
     /// Targeted cache-control field (RFC 9213) that overrides Cache-Control here and is not
     /// forwarded; "" disables. Default CDN-Cache-Control.
     #[arg(long, value_name = "NAME")]
@@ -403,6 +407,7 @@ impl ServeArgs {
         set(&mut config.grace, self.grace);
         set(&mut config.keep, self.keep);
         set(&mut config.plugin_limits.deadline, self.plugin_deadline);
+        set(&mut config.plugin_pause_timeout, self.plugin_pause_timeout);
         set(
             &mut config.plugin_limits.memory,
             self.plugin_memory
@@ -645,7 +650,7 @@ fn check(files: &[PathBuf]) -> ExitCode {
                 // a module that is not proxy-wasm or a rejected configuration shows here too.
                 if !program.plugins().is_empty() {
                     let host = edgecache_runtime::plugin::PluginHost::new(Default::default());
-                    if let Err(error) = edgecache_runtime::policy::load_plugins(&program, &host) {
+                    if let Err(error) = edgecache_runtime::policy::load_plugins(&program, &host, &[]) {
                         eprintln!("error: {error}\n --> {}", file.display());
                         println!("{}: 1 error(s)", file.display());
                         failed = true;

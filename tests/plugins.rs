@@ -352,7 +352,7 @@ async fn assemblyscript_sdk_plugin_adds_its_header_through_the_proxy() {
     let origin = Origin::start(cacheable).await;
     let policy = format!(
         r#"vcl 4.1;
-plugin as_header {{ .path = "{}"; .config = "x-sdk: assemblyscript"; }}
+plugin as_header {{ .path = "{}"; .root_id = "as_add_header"; .config = "x-sdk: assemblyscript"; }}
 sub vcl_deliver {{ plugin.response(as_header); }}
 "#,
         built.display()
@@ -363,4 +363,272 @@ sub vcl_deliver {{ plugin.response(as_header); }}
         assert_eq!(reply.cache(), expected);
         assert_eq!(reply.header("x-sdk"), Some("assemblyscript"));
     }
+}
+
+// === root ids, VM configuration, several root contexts in one module ===
+
+#[tokio::test]
+async fn assemblyscript_root_id_and_vm_config_from_the_policy_pick_the_root_context() {
+    let (dist, log) = built();
+    let built = dist.join("as_add_header.wasm");
+    if !built.exists() {
+        assert!(log.contains("skipping the AssemblyScript plugin"), "{log}");
+        eprintln!("SKIPPED: the AssemblyScript toolchain cannot be installed:\n{log}");
+        return;
+    }
+    let origin = Origin::start(cacheable).await;
+    // One module, two declarations, each with its own root context.
+    let policy = format!(
+        r#"vcl 4.1;
+plugin header {{ .path = "{path}"; .root_id = "as_add_header"; .config = "x-root: add-header"; }}
+plugin stamp {{ .path = "{path}"; .root_id = "as_stamp"; .vm_config = "stamped-by-vm-config"; }}
+sub vcl_deliver {{ plugin.response(header); plugin.response(stamp); }}
+"#,
+        path = built.display()
+    );
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let reply = get(addr, "/roots", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.header("x-root"), Some("add-header"));
+    assert_eq!(reply.header("x-as-stamp"), Some("stamped-by-vm-config"));
+
+    // Without a root id the SDK finds no factory: the policy is refused, with the SDK's words.
+    let policy = format!(
+        "vcl 4.1;\nplugin header {{ .path = \"{}\"; }}\nsub vcl_deliver {{ plugin.response(header); }}\n",
+        built.display()
+    );
+    let path = support::write_policy("plugins-no-root-id", &policy);
+    let config = edgecache_runtime::Config {
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
+        backend: Some(origin.addr.to_string()),
+        policy: Some(path),
+        ..Default::default()
+    };
+    let refused = edgecache_runtime::start(config).await.err().expect("refused");
+    assert!(
+        refused.to_string().contains("Missing root context factory"),
+        "{refused}"
+    );
+}
+
+// === outbound calls, pauses, ticks ===
+
+/// An auth service: 200 (with `x-auth-user`) for `authorization: Bearer good`, 403 otherwise;
+/// requests for `/slow...` are answered after 2 s.
+fn auth_service(request: &http::Request<bytes::Bytes>) -> OriginReply {
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    let reply = match header("authorization") {
+        Some("Bearer good") => OriginReply::ok("").header("x-auth-user", "alice"),
+        Some("Bearer broken") => OriginReply::with_status(500, "oops"),
+        _ => OriginReply::with_status(403, "no"),
+    };
+    if header("x-original-path").is_some_and(|p| p.starts_with("/slow")) {
+        return reply.delay(Duration::from_secs(2));
+    }
+    reply
+}
+
+fn auth_policy(origin: SocketAddr, auth: SocketAddr, config: &str) -> String {
+    format!(
+        r#"vcl 4.1;
+backend default {{ .host = "127.0.0.1"; .port = "{}"; }}
+backend auth_service {{ .host = "127.0.0.1"; .port = "{}"; }}
+plugin auth {{ .path = "{}"; .upstreams = "auth=auth_service"; .config = "{config}"; }}
+sub vcl_recv {{
+    set req.http.x-before = "recv";
+    plugin.request(auth);
+    return (pass);
+}}
+"#,
+        origin.port(),
+        auth.port(),
+        wasm("http_auth.wasm")
+    )
+}
+
+#[tokio::test]
+async fn auth_plugin_pauses_the_request_until_its_upstream_answers() {
+    let origin = Origin::fixed(OriginReply::ok("members only")).await;
+    let auth = Origin::start(auth_service).await;
+    let (_proxy, addr) =
+        start_with_policy(&auth_policy(origin.addr, auth.addr, "cluster=auth"), &origin).await;
+
+    let allowed = get(addr, "/page?x=1", &[("authorization", "Bearer good")]).await;
+    assert_eq!(allowed.status, StatusCode::OK);
+    assert_eq!(allowed.text(), "members only");
+    let seen = origin.last();
+    assert_eq!(
+        seen.header("x-auth-user"),
+        Some("alice"),
+        "set while the request was paused"
+    );
+    assert_eq!(
+        seen.header("x-before"),
+        Some("recv"),
+        "vcl_recv's statements still apply"
+    );
+    let asked = auth.last();
+    assert_eq!(asked.target, "/check");
+    assert_eq!(asked.header("x-original-path"), Some("/page?x=1"));
+    assert_eq!(asked.header("authorization"), Some("Bearer good"));
+
+    let denied = get(addr, "/page", &[("authorization", "Bearer bad")]).await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN);
+    assert_eq!(denied.header("x-auth"), Some("denied"));
+    assert_eq!(denied.text(), "denied\n");
+    // The upstream failing is the plugin's call: this one denies.
+    let failing = get(addr, "/page", &[("authorization", "Bearer broken")]).await;
+    assert_eq!(failing.status, StatusCode::FORBIDDEN);
+    assert_eq!(origin.requests(), 1, "denied requests never reach the origin");
+    assert_eq!(auth.requests(), 3);
+}
+
+#[tokio::test]
+async fn a_slow_auth_upstream_holds_only_its_own_request() {
+    let origin = Origin::fixed(OriginReply::ok("fine")).await;
+    let auth = Origin::start(auth_service).await;
+    let policy = auth_policy(origin.addr, auth.addr, "cluster=auth timeout_ms=5000");
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let slow = tokio::spawn(async move { get(addr, "/slow", &[("authorization", "Bearer good")]).await });
+    // The slow call is in flight once the auth service has seen it.
+    let started = Instant::now();
+    while auth.requests() == 0 {
+        assert!(
+            started.elapsed() < support::EXCHANGE_LIMIT,
+            "the slow call never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Many requests go through while it is paused (more than the machine has threads).
+    let fast = support::concurrently(16, |_| get(addr, "/fast", &[("authorization", "Bearer good")])).await;
+    assert!(fast.iter().all(|r| r.status == StatusCode::OK));
+    assert!(
+        !slow.is_finished(),
+        "the slow request is still waiting for its auth answer"
+    );
+    let slow = slow.await.unwrap();
+    assert_eq!(slow.status, StatusCode::OK);
+    assert_eq!(origin.requests(), 17);
+}
+
+#[tokio::test]
+async fn auth_upstream_timeout_down_or_unknown_fails_the_request_not_the_proxy() {
+    let origin = Origin::fixed(OriginReply::ok("fine")).await;
+    let auth = Origin::start(auth_service).await;
+
+    // The plugin's own timeout (300 ms) ends the call: it answers 503.
+    let policy = auth_policy(origin.addr, auth.addr, "cluster=auth timeout_ms=300");
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let started = Instant::now();
+    let timed_out = get(addr, "/slow", &[("authorization", "Bearer good")]).await;
+    assert_eq!(timed_out.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(timed_out.header("x-auth"), Some("unreachable"));
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Nothing listens: the call fails at connect.
+    let down = support::unused_port().await;
+    let policy = auth_policy(origin.addr, down, "cluster=auth");
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let refused = get(addr, "/", &[("authorization", "Bearer good")]).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.header("x-auth"), Some("unreachable"));
+
+    // A cluster the declaration does not name: proxy_http_call fails, the plugin answers.
+    let policy = auth_policy(origin.addr, auth.addr, "cluster=nosuch");
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    for _ in 0..2 {
+        let unknown = get(addr, "/", &[("authorization", "Bearer good")]).await;
+        assert_eq!(unknown.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(unknown.header("x-auth"), Some("call-failed"));
+    }
+    assert_eq!(origin.requests(), 0);
+}
+
+#[tokio::test]
+async fn a_policy_whose_upstreams_name_no_backend_is_refused() {
+    let origin = Origin::fixed(OriginReply::ok("fine")).await;
+    let policy = format!(
+        "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+         plugin auth {{ .path = \"{}\"; .upstreams = \"auth=missing\"; }}\n\
+         sub vcl_recv {{ plugin.request(auth); }}\n",
+        origin.addr.port(),
+        wasm("http_auth.wasm")
+    );
+    let config = edgecache_runtime::Config {
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
+        policy: Some(support::write_policy("plugins-bad-upstream", &policy)),
+        ..Default::default()
+    };
+    let refused = edgecache_runtime::start(config).await.err().expect("refused");
+    assert!(refused.to_string().contains("`missing`"), "{refused}");
+}
+
+fn postpone_policy(config: &str, on_error: &str) -> String {
+    format!(
+        r#"vcl 4.1;
+plugin hold {{ .path = "{}"; .config = "{config}"; .vm_config = "vm-a"; .on_error = {on_error}; }}
+sub vcl_recv {{ plugin.request(hold); return (pass); }}
+"#,
+        wasm("postpone.wasm")
+    )
+}
+
+#[tokio::test]
+async fn postponed_requests_are_resumed_by_the_plugin_tick() {
+    let origin = Origin::fixed(OriginReply::ok("later")).await;
+    let path = support::write_policy("plugins-postpone", &postpone_policy("tick_ms=50", "deny"));
+    let (_proxy, addr) = support::start_proxy(origin.addr, |config| config.policy = Some(path)).await;
+    let replies =
+        support::concurrently(8, |i| async move { get(addr, &format!("/held/{i}"), &[]).await }).await;
+    assert!(replies
+        .iter()
+        .all(|r| r.status == StatusCode::OK && r.text() == "later"));
+    for seen in origin.log() {
+        let tick: u64 = seen
+            .header("x-postponed-tick")
+            .expect("resumed from a tick")
+            .parse()
+            .unwrap();
+        assert!(tick >= 1);
+        assert_eq!(seen.header("x-postpone-vm"), Some("vm-a"), "from .vm_config");
+    }
+    let straight = get(addr, "/now", &[("x-no-postpone", "1")]).await;
+    assert_eq!(straight.status, StatusCode::OK);
+    assert_eq!(origin.last().header("x-postponed-tick"), None);
+    assert_eq!(origin.requests(), 9);
+}
+
+#[tokio::test]
+async fn a_request_paused_past_the_pause_timeout_fails_as_on_error_says() {
+    let origin = Origin::fixed(OriginReply::ok("eventually")).await;
+    for (on_error, status) in [
+        ("deny", StatusCode::SERVICE_UNAVAILABLE),
+        ("continue", StatusCode::OK),
+    ] {
+        // Ticks every 60 s: nothing resumes the request within the 1 s pause timeout.
+        let path = support::write_policy(
+            "plugins-pause-timeout",
+            &postpone_policy("tick_ms=60000", on_error),
+        );
+        let (_proxy, addr) = support::start_proxy(origin.addr, |config| {
+            config.policy = Some(path);
+            config.plugin_pause_timeout = Duration::from_secs(1);
+        })
+        .await;
+        let started = Instant::now();
+        let reply = get(addr, "/stuck", &[]).await;
+        let waited = started.elapsed();
+        assert_eq!(reply.status, status, "on_error = {on_error}");
+        assert!(waited >= Duration::from_millis(900), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
+    assert_eq!(
+        origin.requests(),
+        1,
+        "only the fail-open request reached the origin"
+    );
 }

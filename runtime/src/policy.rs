@@ -2,10 +2,16 @@
 //! WebAssembly plugins a policy declares.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
 use policy_lang::{Diagnostics, PluginIsolation, Program, SourceLoader};
 
-use crate::plugin::{Isolation, LoadError, Plugin, PluginHost, PluginSpec};
+use crate::backend::Backend;
+use crate::plugin::{
+    Isolation, LoadError, LoadErrorKind, Plugin, PluginHost, PluginSpec, UpstreamCall, UpstreamSet, Upstreams,
+};
 
 /// Reads the entry file and its `include`s, each relative to the file that includes it.
 struct FileLoader;
@@ -52,8 +58,15 @@ pub fn check_fragment(path: &Path) -> Diagnostics {
 }
 
 /// Compiles and starts every plugin the policy declares, in declaration order (so a
-/// `PluginId` indexes the result). Blocking: compiling takes ~100 ms per SDK-built plugin.
-pub fn load_plugins(program: &Program, host: &PluginHost) -> Result<Vec<Plugin>, LoadError> {
+/// `PluginId` indexes the result). `backends` are the version's, indexed like the policy's
+/// backend declarations: a plugin's `.upstreams` name them (empty for `edgecache check`: the
+/// names are checked, no call can be made). Blocking: compiling takes ~100 ms
+/// per SDK-built plugin.
+pub fn load_plugins(
+    program: &Program,
+    host: &PluginHost,
+    backends: &[Backend],
+) -> Result<Vec<Plugin>, LoadError> {
     program
         .plugins()
         .iter()
@@ -62,10 +75,71 @@ pub fn load_plugins(program: &Program, host: &PluginHost) -> Result<Vec<Plugin>,
                 PluginIsolation::Shared => Isolation::Shared,
                 PluginIsolation::PerRequest => Isolation::PerRequest,
             };
+            let upstreams = plugin_upstreams(program, decl, backends)?;
             let spec = PluginSpec::new(&decl.name, &decl.path)
                 .config(decl.config.clone().into_bytes())
+                .vm_config(decl.vm_config.clone().into_bytes())
+                .root_id(&decl.root_id)
+                .upstreams(upstreams)
                 .isolation(isolation);
             host.load(&spec)
         })
         .collect()
+}
+
+/// A plugin's `.upstreams`: each cluster with the declared backend it names.
+fn plugin_upstreams(
+    program: &Program,
+    decl: &policy_lang::PluginDecl,
+    backends: &[Backend],
+) -> Result<UpstreamSet, LoadError> {
+    let mut clusters = Vec::with_capacity(decl.upstreams.len());
+    for (cluster, name) in &decl.upstreams {
+        let index = program
+            .backends()
+            .iter()
+            .position(|declared| declared.name == *name)
+            .ok_or_else(|| LoadError {
+                plugin: decl.name.clone(),
+                path: PathBuf::from(&decl.path),
+                kind: LoadErrorKind::UnknownUpstream {
+                    cluster: cluster.clone(),
+                    backend: name.clone(),
+                },
+            })?;
+        if let Some(backend) = backends.get(index) {
+            clusters.push((cluster.clone(), backend.clone()));
+        }
+    }
+    Ok(UpstreamSet(Arc::new(BackendUpstreams { clusters })))
+}
+
+/// The largest answer body a plugin's outbound call reads; a larger one fails the call.
+const MAX_CALL_BODY: usize = 16 << 20;
+
+/// Outbound calls of one plugin, sent to the backends its `.upstreams` names, through their
+/// connection pools and with their timeouts.
+struct BackendUpstreams {
+    clusters: Vec<(String, Backend)>,
+}
+
+impl Upstreams for BackendUpstreams {
+    fn call(&self, cluster: &str, request: http::Request<Bytes>) -> Option<UpstreamCall> {
+        let backend = self
+            .clusters
+            .iter()
+            .find(|(name, _)| name == cluster)
+            .map(|(_, backend)| backend.clone())?;
+        Some(Box::pin(async move {
+            let request = request.map(|body| Full::new(body).map_err(|never| match never {}).boxed_unsync());
+            let response = backend.send(request).await.map_err(|error| error.to_string())?;
+            let (head, body) = response.into_parts();
+            let body = Limited::new(body, MAX_CALL_BODY)
+                .collect()
+                .await
+                .map_err(|error| format!("reading the answer of backend {}: {error}", backend.name()))?
+                .to_bytes();
+            Ok(http::Response::from_parts(head, body))
+        }))
+    }
 }

@@ -78,13 +78,15 @@ impl Version {
                 declares_plugins.then(|| {
                     PluginHost::new(HostSettings {
                         limits: config.plugin_limits,
+                        pause_timeout: config.plugin_pause_timeout,
                         ..HostSettings::default()
                     })
                 })
             });
+        let backends = backends(config, policy.as_ref(), previous)?;
         let plugins = match (&policy, &plugin_host) {
             (Some(program), Some(host)) => {
-                policy::load_plugins(program, host).map_err(|error| StartError::Plugin {
+                policy::load_plugins(program, host, &backends).map_err(|error| StartError::Plugin {
                     path: source
                         .as_ref()
                         .map_or(String::new(), |s| s.path.display().to_string()),
@@ -93,7 +95,6 @@ impl Version {
             }
             _ => Vec::new(),
         };
-        let backends = backends(config, policy.as_ref(), previous)?;
         Ok(Version {
             policy,
             backends,

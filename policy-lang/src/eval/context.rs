@@ -133,4 +133,7 @@ pub enum PluginOutcome {
     /// The plugin failed and its `.on_error` is `deny`: the sub ends with a
     /// 503 (`Action::Synth` client side, `Action::Error` backend side).
     Failed,
+    /// The plugin paused the request: the sub ends at once with
+    /// [`Action::PluginPaused`](crate::Action::PluginPaused).
+    Paused,
 }

@@ -142,6 +142,7 @@ impl Program {
                     return Flow::Done(Action::PluginResponse { plugin: *id });
                 }
                 PluginOutcome::Failed => return Flow::Done(self.plugin_failed(*id, sub)),
+                PluginOutcome::Paused => return Flow::Done(Action::PluginPaused { plugin: *id }),
             },
         }
         Flow::Next

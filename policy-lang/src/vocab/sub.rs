@@ -165,6 +165,12 @@ pub enum Action {
     /// holds the local response and sends it as is. Only the evaluator
     /// produces this action; it cannot be written in `return (...)`.
     PluginResponse { plugin: PluginId },
+    /// A plugin paused the request (`Pause` from `plugin.request(...)`, waiting
+    /// for an outbound call or a timer): the runtime waits until the plugin
+    /// resumes it, then runs the sub again from the start on the request as it
+    /// was when the sub started, and `run_plugin` answers that plugin's call
+    /// with how its pause ended. Only the evaluator produces this action.
+    PluginPaused { plugin: PluginId },
     /// `return (pipe)` in `vcl_recv` / `vcl_pipe`: tunnel the request's connection to the
     /// backend, bytes both ways, nothing cached.
     Pipe,
@@ -186,6 +192,7 @@ impl Action {
             Action::Ok => "ok",
             Action::Fail { .. } => "fail",
             Action::PluginResponse { .. } => "plugin_response",
+            Action::PluginPaused { .. } => "plugin_paused",
             Action::Pipe => "pipe",
         }
     }

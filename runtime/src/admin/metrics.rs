@@ -229,6 +229,7 @@ impl Collector for Counters {
                     ("deadline", stats.deadlines),
                     ("out_of_memory", stats.out_of_memory),
                     ("abi", stats.abi_errors),
+                    ("pause_timeout", stats.pause_timeouts),
                 ] {
                     let labels = [("plugin", plugin.name()), ("cause", cause)];
                     ConstCounter::new(value).encode(failures.encode_family(&labels)?)?;

@@ -36,6 +36,7 @@
 //! watch = true                      # reload when the policy or an include changes
 //! plugin_memory = "16m"             # linear memory per WebAssembly plugin instance
 //! plugin_deadline = "5ms"           # CPU time per plugin callback
+//! plugin_pause_timeout = "30s"      # how long a plugin may keep a request paused
 //! max_header_size = "8k"           # a header field or the request line (Varnish http_req_hdr_len)
 //! max_request_head = "32k"          # the whole request head (Varnish http_req_size)
 //! h2_rapid_reset_limit = 100        # origin fetches by reset streams per period; 0 = off
@@ -126,6 +127,7 @@ pub struct FileConfig {
     tls_handshake_timeout: Option<Quantity>,
     plugin_memory: Option<Quantity>,
     plugin_deadline: Option<Quantity>,
+    plugin_pause_timeout: Option<Quantity>,
     max_header_size: Option<Quantity>,
     max_request_head: Option<Quantity>,
     h2_rapid_reset_limit: Option<u32>,
@@ -286,6 +288,11 @@ impl FileConfig {
             "plugin_deadline",
             self.plugin_deadline,
             &mut config.plugin_limits.deadline,
+        )?;
+        duration(
+            "plugin_pause_timeout",
+            self.plugin_pause_timeout,
+            &mut config.plugin_pause_timeout,
         )?;
         let mut plugin_memory = config.plugin_limits.memory as u64;
         size("plugin_memory", self.plugin_memory, &mut plugin_memory)?;

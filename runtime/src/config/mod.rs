@@ -372,6 +372,10 @@ pub struct Config {
     /// Sandbox limits for every WebAssembly plugin: linear memory per instance (default
     /// 16 MiB, `--plugin-memory`) and CPU time per callback (default 5 ms, `--plugin-deadline`).
     pub plugin_limits: crate::plugin::Limits,
+    /// How long a plugin may keep a request paused (waiting for an outbound call or a timer)
+    /// before the request fails as the plugin's `.on_error` says. Default 30 s
+    /// (`--plugin-pause-timeout`).
+    pub plugin_pause_timeout: Duration,
     /// Certificates and the handshake timeout of the `,tls` listeners (see [`TlsSettings`]).
     pub tls: TlsSettings,
 }
@@ -416,6 +420,7 @@ impl Default for Config {
             access_log: None,
             watch_policy: true,
             plugin_limits: crate::plugin::Limits::default(),
+            plugin_pause_timeout: crate::plugin::DEFAULT_PAUSE_TIMEOUT,
             tls: TlsSettings::default(),
         }
     }

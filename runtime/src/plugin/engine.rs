@@ -10,16 +10,15 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use wasmtime::{
     Config, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, Module,
     PoolingAllocationConfig, Val,
 };
 
-use super::abi::{self, AbiViolation, HostState, StubKind};
+use super::abi::{self, AbiViolation, HostState, PluginMeta, StubKind};
 use super::error::{Cause, LoadError, LoadErrorKind, PluginError};
-use super::instance::{Instance, StartError};
+use super::instance::{Instance, InstanceSetup, StartError};
 use super::sandbox::{deadline_ticks, EpochTicker, Limits};
 use super::{HostSettings, Isolation, PluginSpec};
 
@@ -98,42 +97,10 @@ impl HostInner {
     }
 }
 
-/// What host functions know about the plugin (shared by all its instances).
-pub(crate) struct PluginMeta {
-    pub(crate) name: Arc<str>,
-    pub(crate) root_id: String,
-    pub(crate) vm_id: String,
-    pub(crate) config: Bytes,
-    pub(crate) vm_config: Bytes,
-    pub(crate) metrics: abi::Metrics,
-    logged: AtomicU64,
-}
-
-impl PluginMeta {
-    pub(crate) fn placeholder() -> Self {
-        PluginMeta {
-            name: Arc::from(""),
-            root_id: String::new(),
-            vm_id: String::new(),
-            config: Bytes::new(),
-            vm_config: Bytes::new(),
-            metrics: Default::default(),
-            logged: AtomicU64::new(0),
-        }
-    }
-
-    /// Logs `msg` at warn level the first time `bit` is seen for this plugin.
-    pub(crate) fn log_once(&self, bit: u64, msg: &str) {
-        if self.logged.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
-            tracing::warn!(target: "edgecache::plugin", plugin = &*self.name, "{msg}");
-        }
-    }
-}
-
 /// Counters per plugin (plain atomics; exported by the metrics work later).
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) errors: [AtomicU64; 4],
+    pub(crate) errors: [AtomicU64; 5],
     pub(crate) instances: AtomicU64,
 }
 
@@ -144,14 +111,11 @@ const STARTUP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A loaded plugin: the compiled module, its instance slots and counters.
 pub(crate) struct PluginInner {
-    pub(crate) meta: Arc<PluginMeta>,
-    pub(crate) pre: InstancePre<HostState>,
+    pub(crate) setup: InstanceSetup,
     pub(crate) isolation: Isolation,
     pub(crate) limits: Limits,
-    pub(crate) deadline_ticks: u64,
-    /// The deadline of start-up (module start, root context, `proxy_on_vm_start`,
-    /// `proxy_on_configure`), off the request path for the first instance.
-    pub(crate) startup_deadline_ticks: u64,
+    /// [`HostSettings::pause_timeout`].
+    pub(crate) pause_timeout: std::time::Duration,
     /// Shared instances, one per worker thread (by thread index modulo the length).
     pub(crate) slots: Box<[Mutex<Option<Instance>>]>,
     generation: AtomicU64,
@@ -163,20 +127,25 @@ impl PluginInner {
     pub(crate) fn new_instance(&self) -> Result<Instance, StartError> {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.counters.instances.fetch_add(1, Ordering::Relaxed);
-        Instance::new(self, generation)
+        Instance::new(&self.setup, generation)
     }
 
     /// Counts and logs a failure, and turns it into the error the proxy sees.
     pub(crate) fn fail(&self, cause: Cause) -> PluginError {
         self.counters.errors[cause.index()].fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            target: "edgecache::plugin",
-            plugin = &*self.meta.name,
-            cause = cause.kind(),
-            "plugin failed, instance discarded: {cause}"
-        );
+        if cause == Cause::PauseTimeout {
+            // The instance is fine; one request waited too long for it.
+            tracing::warn!(target: "edgecache::plugin", plugin = &*self.setup.meta.name, cause = cause.kind(), "plugin failed: {cause}");
+        } else {
+            tracing::warn!(
+                target: "edgecache::plugin",
+                plugin = &*self.setup.meta.name,
+                cause = cause.kind(),
+                "plugin failed, instance discarded: {cause}"
+            );
+        }
         PluginError {
-            plugin: self.meta.name.clone(),
+            plugin: self.setup.meta.name.clone(),
             cause,
         }
     }
@@ -218,23 +187,25 @@ pub(crate) fn load(host: &HostInner, spec: &PluginSpec) -> Result<Arc<PluginInne
         Isolation::PerRequest => 0,
     };
     let plugin = Arc::new(PluginInner {
-        meta: Arc::new(PluginMeta {
-            name: Arc::from(spec.name.as_str()),
-            root_id: spec.root_id.clone(),
-            vm_id: spec.vm_id.clone(),
-            config: spec.config.clone(),
-            vm_config: spec.vm_config.clone(),
-            metrics: Default::default(),
-            logged: AtomicU64::new(0),
-        }),
-        pre,
+        setup: InstanceSetup {
+            meta: Arc::new(PluginMeta::new(
+                &spec.name,
+                &spec.root_id,
+                &spec.vm_id,
+                (spec.config.clone(), spec.vm_config.clone()),
+                spec.upstreams.clone(),
+            )),
+            pre,
+            memory_limit: limits.memory,
+            deadline_ticks: deadline_ticks(limits.deadline, host.settings.epoch_tick),
+            startup_deadline_ticks: deadline_ticks(
+                limits.deadline.max(STARTUP_DEADLINE),
+                host.settings.epoch_tick,
+            ),
+        },
         isolation: spec.isolation,
         limits,
-        deadline_ticks: deadline_ticks(limits.deadline, host.settings.epoch_tick),
-        startup_deadline_ticks: deadline_ticks(
-            limits.deadline.max(STARTUP_DEADLINE),
-            host.settings.epoch_tick,
-        ),
+        pause_timeout: host.settings.pause_timeout,
         slots: (0..slots).map(|_| Mutex::new(None)).collect(),
         generation: AtomicU64::new(0),
         counters: Counters::default(),

@@ -18,6 +18,9 @@ pub enum Cause {
     /// The guest broke the ABI: called an unsupported host function, a callback rejected the
     /// configuration, a required export is missing, ...
     Abi(String),
+    /// A paused stream was not resumed within the pause timeout (`--plugin-pause-timeout`),
+    /// or the instance holding it was replaced.
+    PauseTimeout,
 }
 
 impl Cause {
@@ -28,6 +31,7 @@ impl Cause {
             Cause::Deadline => "deadline",
             Cause::OutOfMemory => "out_of_memory",
             Cause::Abi(_) => "abi",
+            Cause::PauseTimeout => "pause_timeout",
         }
     }
 
@@ -37,6 +41,7 @@ impl Cause {
             Cause::Deadline => 1,
             Cause::OutOfMemory => 2,
             Cause::Abi(_) => 3,
+            Cause::PauseTimeout => 4,
         }
     }
 }
@@ -48,6 +53,7 @@ impl fmt::Display for Cause {
             Cause::Deadline => f.write_str("CPU deadline exceeded"),
             Cause::OutOfMemory => f.write_str("memory limit exceeded"),
             Cause::Abi(msg) => write!(f, "ABI error: {msg}"),
+            Cause::PauseTimeout => f.write_str("the paused stream was not resumed in time"),
         }
     }
 }
@@ -73,6 +79,9 @@ impl PluginError {
     }
     pub fn is_abi(&self) -> bool {
         matches!(self.cause, Cause::Abi(_))
+    }
+    pub fn is_pause_timeout(&self) -> bool {
+        matches!(self.cause, Cause::PauseTimeout)
     }
 }
 
@@ -113,4 +122,6 @@ pub enum LoadErrorKind {
     Startup(Cause),
     #[error("`{0}` returned false: the plugin rejected its configuration")]
     Rejected(&'static str),
+    #[error("`.upstreams` sends cluster `{cluster}` to `{backend}`, which is not a backend of the policy")]
+    UnknownUpstream { cluster: String, backend: String },
 }

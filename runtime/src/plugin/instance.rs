@@ -2,16 +2,20 @@
 //! HTTP contexts created in it. Every callback gets a fresh CPU deadline; any failure is
 //! classified into a [`Cause`] and the caller discards the instance.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
-use wasmtime::{Instance as WasmInstance, Store, Trap, TypedFunc, WasmParams, WasmResults};
+use wasmtime::{Instance as WasmInstance, InstancePre, Store, Trap, TypedFunc, WasmParams, WasmResults};
 
-use super::abi::{headers, once, AbiViolation, HostState, ProcExit};
-use super::engine::PluginInner;
+use super::abi::{
+    headers, once, AbiViolation, CallResponse, Dispatch, HostState, PluginMeta, ProcExit, Resumption, Views,
+};
 use super::error::Cause;
-use super::view::{RequestView, ResponseView, Verdict};
+use super::view::{LocalResponse, RequestView, ResponseView, Verdict};
 
 /// The root context id; HTTP contexts are numbered from 2.
 const ROOT_ID: i32 = 1;
@@ -30,6 +34,22 @@ impl From<Cause> for StartError {
     }
 }
 
+/// What every instance of one plugin is made from (the engine keeps one per plugin).
+pub(crate) struct InstanceSetup {
+    pub(crate) meta: Arc<PluginMeta>,
+    pub(crate) pre: InstancePre<HostState>,
+    /// Linear memory per instance, in bytes.
+    pub(crate) memory_limit: usize,
+    /// Epoch ticks per callback.
+    pub(crate) deadline_ticks: u64,
+    /// Epoch ticks for start-up (module start, root context, `proxy_on_vm_start`,
+    /// `proxy_on_configure`).
+    pub(crate) startup_deadline_ticks: u64,
+}
+
+/// `proxy_on_http_call_response(ctx, token, headers, body_size, trailers)`.
+type CallResponseArgs = (i32, i32, i32, i32, i32);
+
 struct GuestFuncs {
     on_context_create: TypedFunc<(i32, i32), ()>,
     on_request_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
@@ -38,6 +58,22 @@ struct GuestFuncs {
     on_log: Option<TypedFunc<i32, ()>>,
     on_delete: Option<TypedFunc<i32, ()>>,
     on_tick: Option<TypedFunc<i32, ()>>,
+    on_http_call_response: Option<TypedFunc<CallResponseArgs, ()>>,
+}
+
+/// What a stream callback came to.
+pub(crate) enum Outcome {
+    Done(Verdict),
+    /// The plugin paused the stream; the receiver gets its views back when the plugin continues
+    /// or answers it (and fails if the instance goes away first).
+    Paused(oneshot::Receiver<Resumption>),
+}
+
+/// Whether a callback's action pauses the stream. `1` is the ABI's `Pause`; the
+/// AssemblyScript SDK still returns Envoy's wider enum, where `2` (ContinueAndEndStream)
+/// continues and `3`/`4` (StopAllIteration...) stop.
+fn pauses(action: i32) -> bool {
+    action == 1 || action >= 3
 }
 
 pub(crate) struct Instance {
@@ -47,6 +83,9 @@ pub(crate) struct Instance {
     f: Arc<GuestFuncs>,
     pub(crate) generation: u64,
     next_ctx: u32,
+    /// HTTP contexts created and not finished: an outbound call's answer reaches only these
+    /// (and the root context).
+    live: HashSet<u32>,
     ticks: u64,
     next_tick: Option<Instant>,
 }
@@ -93,9 +132,9 @@ fn classify(e: wasmtime::Error, state: &HostState) -> Cause {
 impl Instance {
     /// Instantiates, runs start-up (`_initialize` + `main`, or `_start`), creates the root
     /// context and runs `proxy_on_vm_start` and `proxy_on_configure`.
-    pub(crate) fn new(plugin: &PluginInner, generation: u64) -> Result<Self, StartError> {
+    pub(crate) fn new(plugin: &InstanceSetup, generation: u64) -> Result<Self, StartError> {
         let engine = plugin.pre.module().engine();
-        let mut store = Store::new(engine, HostState::new(plugin.meta.clone(), plugin.limits.memory));
+        let mut store = Store::new(engine, HostState::new(plugin.meta.clone(), plugin.memory_limit));
         store.limiter(|s| &mut s.limiter);
         // Pitfall: with epoch interruption on, the default deadline is "now"; set it before
         // instantiation, which runs start sections.
@@ -124,6 +163,7 @@ impl Instance {
             on_log: typed(&instance, &mut store, "proxy_on_log")?,
             on_delete: typed(&instance, &mut store, "proxy_on_delete")?,
             on_tick: typed(&instance, &mut store, "proxy_on_tick")?,
+            on_http_call_response: typed(&instance, &mut store, "proxy_on_http_call_response")?,
         };
         let initialize = typed::<(), ()>(&instance, &mut store, "_initialize")?;
         let main = typed::<(i32, i32), i32>(&instance, &mut store, "main")?;
@@ -136,6 +176,7 @@ impl Instance {
             f: Arc::new(f),
             generation,
             next_ctx: 2,
+            live: HashSet::new(),
             ticks: plugin.startup_deadline_ticks,
             next_tick: None,
         };
@@ -192,44 +233,79 @@ impl Instance {
         self.next_ctx = self.next_ctx.checked_add(1).unwrap_or(2);
         let funcs = Arc::clone(&self.f);
         self.call(&funcs.on_context_create, ctx, (ctx as i32, ROOT_ID))?;
+        self.live.insert(ctx);
         Ok(ctx)
     }
 
-    /// Moves the views into the store, runs `f`, moves them back (also on failure), and
-    /// returns what `f` returned plus the local response, if the plugin sent one.
+    /// Moves the views into the store as `ctx`'s, runs `f`, moves them back (also on failure),
+    /// and returns what `f` returned plus the local response, if the plugin sent one for `ctx`.
     fn with_views<T>(
         &mut self,
+        ctx: u32,
         req: Option<&mut RequestView>,
         resp: Option<&mut ResponseView>,
         f: impl FnOnce(&mut Self) -> Result<T, Cause>,
-    ) -> (Result<T, Cause>, Option<super::view::LocalResponse>) {
+    ) -> (Result<T, Cause>, Option<LocalResponse>) {
         let (mut req, mut resp) = (req, resp);
-        if let Some(r) = req.as_deref_mut() {
-            self.store.data_mut().req = Some(std::mem::replace(r, RequestView::placeholder()));
-        }
-        if let Some(r) = resp.as_deref_mut() {
-            self.store.data_mut().resp = Some(std::mem::replace(r, ResponseView::placeholder()));
-        }
+        let lent_req = req
+            .as_deref_mut()
+            .map(|r| std::mem::replace(r, RequestView::placeholder()));
+        let lent_resp = resp
+            .as_deref_mut()
+            .map(|r| std::mem::replace(r, ResponseView::placeholder()));
+        self.store.data_mut().lend_views(ctx, lent_req, lent_resp);
         let result = f(self);
         let state = self.store.data_mut();
-        if let (Some(slot), Some(v)) = (req, state.req.take()) {
+        let views = state.take_views(ctx);
+        if let (Some(slot), Some(v)) = (req, views.req) {
             *slot = v;
         }
-        if let (Some(slot), Some(v)) = (resp, state.resp.take()) {
+        if let (Some(slot), Some(v)) = (resp, views.resp) {
             *slot = v;
         }
-        (result, state.local_response.take())
+        let local = state
+            .local_response
+            .take_if(|(answered, _)| *answered == ctx)
+            .map(|(_, local)| local);
+        (result, local)
     }
 
-    fn verdict(&self, action: i32, local: Option<super::view::LocalResponse>) -> Verdict {
+    /// Turns a stream callback's action into its outcome: a local response ends it, `Continue`
+    /// (or a `proxy_continue_stream` during the callback) goes on, a pause parks `views` until
+    /// the plugin continues or answers. Then settles what the callback did to other streams.
+    fn outcome(
+        &mut self,
+        ctx: u32,
+        action: i32,
+        local: Option<LocalResponse>,
+        views: impl FnOnce() -> Views,
+    ) -> Outcome {
+        let state = self.store.data_mut();
+        let continued = state.continued.contains(&ctx);
+        state.continued.retain(|c| *c != ctx);
+        let outcome = match local {
+            Some(local) => Outcome::Done(Verdict::LocalResponse(local)),
+            None if !pauses(action) || continued => Outcome::Done(Verdict::Continue),
+            None => {
+                let (resume, resumed) = oneshot::channel();
+                state.park(ctx, views());
+                state.paused.insert(ctx, resume);
+                Outcome::Paused(resumed)
+            }
+        };
+        state.settle();
+        outcome
+    }
+
+    fn verdict(&self, action: i32, local: Option<LocalResponse>) -> Verdict {
         match local {
             Some(l) => Verdict::LocalResponse(l),
             None => {
-                if action != 0 {
+                if pauses(action) {
                     self.store.data().meta.log_once(
                         once::PAUSE,
-                        "a headers callback returned Pause without a local response; edgecache \
-                         does not hold paused streams and continues",
+                        "a response callback returned Pause without a local response; edgecache \
+                         pauses request headers only, and continues",
                     );
                 }
                 Verdict::Continue
@@ -237,16 +313,21 @@ impl Instance {
         }
     }
 
-    pub(crate) fn request_headers(&mut self, ctx: u32, req: &mut RequestView) -> Result<Verdict, Cause> {
+    pub(crate) fn request_headers(&mut self, ctx: u32, req: &mut RequestView) -> Result<Outcome, Cause> {
         let funcs = Arc::clone(&self.f);
         let Some(f) = funcs.on_request_headers.as_ref() else {
-            return Ok(Verdict::Continue);
+            return Ok(Outcome::Done(Verdict::Continue));
         };
         let n = headers::request_count(req);
         let eos = i32::from(req.end_of_stream);
-        let (action, local) =
-            self.with_views(Some(req), None, |this| this.call(f, ctx, (ctx as i32, n, eos)));
-        Ok(self.verdict(action?, local))
+        let (action, local) = self.with_views(ctx, Some(req), None, |this| {
+            this.call(f, ctx, (ctx as i32, n, eos))
+        });
+        let action = action?;
+        Ok(self.outcome(ctx, action, local, || Views {
+            req: Some(req.clone()),
+            resp: None,
+        }))
     }
 
     pub(crate) fn response_headers(
@@ -261,9 +342,12 @@ impl Instance {
         };
         let n = headers::response_count(resp);
         let eos = i32::from(resp.end_of_stream);
-        let (action, local) =
-            self.with_views(req, Some(resp), |this| this.call(f, ctx, (ctx as i32, n, eos)));
-        Ok(self.verdict(action?, local))
+        let (action, local) = self.with_views(ctx, req, Some(resp), |this| {
+            this.call(f, ctx, (ctx as i32, n, eos))
+        });
+        let verdict = self.verdict(action?, local);
+        self.store.data_mut().settle();
+        Ok(verdict)
     }
 
     /// `proxy_on_done`, then `proxy_on_log` and `proxy_on_delete`. A plugin that returns
@@ -275,7 +359,7 @@ impl Instance {
         req: Option<&mut RequestView>,
         resp: Option<&mut ResponseView>,
     ) -> Result<(), Cause> {
-        let (result, _local) = self.with_views(req, resp, |this| {
+        let (result, _local) = self.with_views(ctx, req, resp, |this| {
             let c = ctx as i32;
             let funcs = Arc::clone(&this.f);
             if let Some(f) = &funcs.on_done {
@@ -289,7 +373,52 @@ impl Instance {
             }
             Ok(())
         });
+        self.live.remove(&ctx);
+        self.store.data_mut().forget(ctx);
         result
+    }
+
+    /// Delivers an outbound call's answer (`None`: the call failed or timed out) to the context
+    /// that made it with `proxy_on_http_call_response`, unless that context is finished.
+    pub(crate) fn http_call_response(
+        &mut self,
+        ctx: u32,
+        token: u32,
+        answer: Option<http::Response<Bytes>>,
+    ) -> Result<(), Cause> {
+        let funcs = Arc::clone(&self.f);
+        let Some(f) = funcs.on_http_call_response.as_ref() else {
+            return Ok(());
+        };
+        if ctx != ROOT_ID as u32 && !self.live.contains(&ctx) {
+            return Ok(());
+        }
+        let (head, body) = match answer {
+            Some(response) => {
+                let (parts, body) = response.into_parts();
+                let mut head = ResponseView::new(parts.status, parts.headers);
+                head.version = parts.version;
+                head.end_of_stream = true;
+                (Some(head), body)
+            }
+            None => (None, Bytes::new()),
+        };
+        let n_headers = head.as_ref().map_or(0, headers::response_count);
+        let body_size = i32::try_from(body.len()).unwrap_or(i32::MAX);
+        let state = self.store.data_mut();
+        state.call_response = Some(CallResponse { head, body });
+        // The SDKs make the context effective themselves; its views are there either way.
+        state.switch_views(ctx);
+        let result = self.call(f, ctx, (ctx as i32, token as i32, n_headers, body_size, 0));
+        let state = self.store.data_mut();
+        state.call_response = None;
+        state.settle();
+        result
+    }
+
+    /// The outbound calls the last callbacks started, for the caller to run.
+    pub(crate) fn take_dispatched(&mut self) -> Vec<Dispatch> {
+        std::mem::take(&mut self.store.data_mut().dispatched)
     }
 
     fn schedule_tick(&mut self) {
@@ -310,7 +439,9 @@ impl Instance {
         if now < due {
             return Ok(false);
         }
-        self.call(f, ROOT_ID as u32, ROOT_ID)?;
+        let result = self.call(f, ROOT_ID as u32, ROOT_ID);
+        self.store.data_mut().settle();
+        result?;
         self.schedule_tick();
         Ok(true)
     }

@@ -57,6 +57,8 @@ mod engine;
 mod error;
 mod instance;
 mod sandbox;
+mod stream;
+mod upstream;
 mod view;
 
 #[cfg(test)]
@@ -64,10 +66,14 @@ mod tests;
 
 pub use error::{Cause, LoadError, LoadErrorKind, PluginError};
 pub use sandbox::Limits;
+pub use upstream::{UpstreamCall, UpstreamSet, Upstreams};
 pub use view::{LocalResponse, RequestView, ResponseView, Verdict};
+
+pub use stream::PluginStream;
 
 use engine::{HostInner, PluginInner};
 use instance::Instance;
+use stream::Binding;
 
 /// Host-wide settings.
 #[derive(Debug, Clone)]
@@ -85,6 +91,9 @@ pub struct HostSettings {
     /// Pooling allocator: the most linear memory a per-request instance can have (per-plugin
     /// limits above this fail as out-of-memory). Default 64 MiB.
     pub pool_max_memory: usize,
+    /// How long a stream may stay paused (a callback returned `Pause`) before it fails with
+    /// [`Cause::PauseTimeout`]. Default 30 s.
+    pub pause_timeout: Duration,
 }
 
 impl Default for HostSettings {
@@ -95,9 +104,13 @@ impl Default for HostSettings {
             instances_per_plugin: std::thread::available_parallelism().map_or(2, |n| n.get()),
             pool_slots: 256,
             pool_max_memory: 64 << 20,
+            pause_timeout: DEFAULT_PAUSE_TIMEOUT,
         }
     }
 }
+
+/// [`HostSettings::pause_timeout`]'s default.
+pub const DEFAULT_PAUSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether requests share instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,6 +143,8 @@ pub struct PluginSpec {
     pub isolation: Isolation,
     /// Overrides [`HostSettings::limits`].
     pub limits: Option<Limits>,
+    /// The clusters `proxy_http_call` / `proxy_grpc_call` may name. Default: none.
+    pub upstreams: UpstreamSet,
 }
 
 impl PluginSpec {
@@ -143,12 +158,24 @@ impl PluginSpec {
             vm_id: String::new(),
             isolation: Isolation::Shared,
             limits: None,
+            upstreams: UpstreamSet::none(),
         }
     }
 
     /// Sets the plugin configuration.
     pub fn config(mut self, config: impl Into<Bytes>) -> Self {
         self.config = config.into();
+        self
+    }
+
+    /// Sets the VM configuration.
+    pub fn vm_config(mut self, vm_config: impl Into<Bytes>) -> Self {
+        self.vm_config = vm_config.into();
+        self
+    }
+
+    pub fn upstreams(mut self, upstreams: UpstreamSet) -> Self {
+        self.upstreams = upstreams;
         self
     }
 
@@ -187,10 +214,12 @@ impl PluginHost {
     /// the request path (compiling takes ~100 ms for an SDK-built plugin).
     pub fn load(&self, spec: &PluginSpec) -> Result<Plugin, LoadError> {
         let inner = engine::load(&self.inner, spec)?;
-        Ok(Plugin {
+        let plugin = Plugin {
             inner,
-            _host: self.inner.clone(),
-        })
+            host: self.inner.clone(),
+        };
+        plugin.drive_ticks();
+        Ok(plugin)
     }
 }
 
@@ -204,8 +233,8 @@ impl std::fmt::Debug for PluginHost {
 #[derive(Clone)]
 pub struct Plugin {
     inner: Arc<PluginInner>,
-    // Keeps the engine's epoch thread alive as long as plugins exist.
-    _host: Arc<HostInner>,
+    // Also keeps the engine's epoch thread alive as long as plugins exist.
+    host: Arc<HostInner>,
 }
 
 /// Counters for one plugin.
@@ -217,11 +246,13 @@ pub struct PluginStats {
     pub deadlines: u64,
     pub out_of_memory: u64,
     pub abi_errors: u64,
+    /// Streams that stayed paused past the pause timeout.
+    pub pause_timeouts: u64,
 }
 
 impl Plugin {
     pub fn name(&self) -> &str {
-        &self.inner.meta.name
+        &self.inner.setup.meta.name
     }
 
     pub fn isolation(&self) -> Isolation {
@@ -238,14 +269,9 @@ impl Plugin {
             Isolation::Shared => Binding::Shared {
                 slot: thread_slot(self.inner.slots.len()),
             },
-            Isolation::PerRequest => Binding::Owned(None),
+            Isolation::PerRequest => Binding::Owned(Arc::default()),
         };
-        PluginStream {
-            plugin: self.clone(),
-            binding,
-            ctx: None,
-            finished: false,
-        }
+        PluginStream::new(self.clone(), binding)
     }
 
     pub fn stats(&self) -> PluginStats {
@@ -257,6 +283,7 @@ impl Plugin {
             deadlines: e(1),
             out_of_memory: e(2),
             abi_errors: e(3),
+            pause_timeouts: e(4),
         }
     }
 
@@ -264,6 +291,7 @@ impl Plugin {
     /// 0 counter, 1 gauge, 2 histogram (last recorded value).
     pub fn metrics(&self) -> Vec<(String, i32, i64)> {
         self.inner
+            .setup
             .meta
             .metrics
             .lock()
@@ -273,12 +301,13 @@ impl Plugin {
     }
 
     /// Runs `proxy_on_tick` on every live shared instance whose tick period (set by the
-    /// plugin with `proxy_set_tick_period_milliseconds`) has elapsed. Instances busy with a
-    /// request are skipped until the next call. Returns how many ticks ran.
+    /// plugin with `proxy_set_tick_period_milliseconds`) has elapsed, and starts the outbound
+    /// calls the ticks made. Instances busy with a request are skipped until the next call.
+    /// Returns how many ticks ran. The host calls it from its tick task; tests may call it.
     pub fn run_due_ticks(&self) -> usize {
         let now = tokio::time::Instant::now();
         let mut ran = 0;
-        for slot in self.inner.slots.iter() {
+        for (index, slot) in self.inner.slots.iter().enumerate() {
             let Some(mut guard) = slot.try_lock() else {
                 continue;
             };
@@ -286,7 +315,12 @@ impl Plugin {
                 continue;
             };
             match instance.tick_if_due(now) {
-                Ok(true) => ran += 1,
+                Ok(true) => {
+                    ran += 1;
+                    let (generation, calls) = (instance.generation, instance.take_dispatched());
+                    drop(guard);
+                    stream::start_calls(&self.inner, &Binding::Shared { slot: index }, generation, calls);
+                }
                 Ok(false) => {}
                 Err(cause) => {
                     *guard = None;
@@ -309,26 +343,32 @@ impl Plugin {
             .min()
     }
 
-    /// Spawns a tokio task that calls [`run_due_ticks`](Self::run_due_ticks) every `every`
-    /// until the plugin is dropped. Optional: plugins without `proxy_on_tick` need none.
-    pub fn spawn_ticks(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+    /// Drives `proxy_on_tick` from a tokio task of its own (never from a request), when the
+    /// plugin asked for ticks at start-up (`proxy_set_tick_period_milliseconds` in
+    /// `proxy_on_vm_start` or `proxy_on_configure`, as the SDKs' examples do). The task wakes
+    /// at the shortest period any instance asked for and ends when the plugin is dropped.
+    /// Without a tokio runtime (`edgecache check`) nothing runs.
+    fn drive_ticks(&self) {
+        let (Some(mut period), Ok(runtime)) = (self.tick_period(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
         let weak = Arc::downgrade(&self.inner);
-        let host = self._host.clone();
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(every);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let host = self.host.clone();
+        runtime.spawn(async move {
             loop {
-                interval.tick().await;
+                tokio::time::sleep(period).await;
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
-                Plugin {
+                let plugin = Plugin {
                     inner,
-                    _host: host.clone(),
-                }
-                .run_due_ticks();
+                    host: host.clone(),
+                };
+                plugin.run_due_ticks();
+                period = plugin.tick_period().unwrap_or(period);
             }
-        })
+        });
     }
 
     /// Guest memory of each live shared instance, in bytes.
@@ -358,128 +398,4 @@ fn thread_slot(slots: usize) -> usize {
         static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     INDEX.with(|i| *i) % slots.max(1)
-}
-
-enum Binding {
-    Shared { slot: usize },
-    Owned(Option<Box<Instance>>),
-}
-
-/// One request's HTTP context in one plugin. Call the phases in order; each is optional.
-/// Dropping an unfinished stream finishes it (without views).
-pub struct PluginStream {
-    plugin: Plugin,
-    binding: Binding,
-    /// (instance generation, context id) once the context exists.
-    ctx: Option<(u64, u32)>,
-    finished: bool,
-}
-
-impl PluginStream {
-    pub fn plugin(&self) -> &Plugin {
-        &self.plugin
-    }
-
-    /// `proxy_on_request_headers`. The plugin may edit `req` (headers, `:path`, `:method`,
-    /// `:authority`, `:scheme`) or answer with a local response.
-    pub fn on_request_headers(&mut self, req: &mut RequestView) -> Result<Verdict, PluginError> {
-        self.with_instance(true, |inst, ctx| inst.request_headers(ctx, req))
-            .map(|v| v.unwrap_or(Verdict::Continue))
-    }
-
-    /// `proxy_on_response_headers`. The plugin may edit `resp` (headers, `:status`) or
-    /// replace it with a local response. `req` (if given) is readable by the plugin.
-    pub fn on_response_headers(
-        &mut self,
-        req: Option<&mut RequestView>,
-        resp: &mut ResponseView,
-    ) -> Result<Verdict, PluginError> {
-        self.with_instance(true, |inst, ctx| inst.response_headers(ctx, req, resp))
-            .map(|v| v.unwrap_or(Verdict::Continue))
-    }
-
-    /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the plugin forgets the request.
-    /// The views (if given) are readable in `on_log`. Errors are counted and logged; the
-    /// request is over, so there is nothing else to do with them. Idempotent.
-    pub fn finish(&mut self, req: Option<&mut RequestView>, resp: Option<&mut ResponseView>) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
-        if self.ctx.is_some() {
-            let _ = self.with_instance(false, |inst, ctx| inst.finish(ctx, req, resp));
-        }
-        self.binding = Binding::Shared { slot: 0 };
-    }
-
-    /// Runs `f` on this stream's instance with its context. With `create`, the instance
-    /// and the context are created if needed (also when the instance was replaced since the
-    /// context was made: the plugin then sees a new context); without, nothing runs if the
-    /// context is gone (`Ok(None)`).
-    fn with_instance<T>(
-        &mut self,
-        create: bool,
-        f: impl FnOnce(&mut Instance, u32) -> Result<T, Cause>,
-    ) -> Result<Option<T>, PluginError> {
-        let plugin = &self.plugin.inner;
-        let ctx_slot = &mut self.ctx;
-        let run = |instance: &mut Option<Instance>| -> Result<Option<T>, PluginError> {
-            if instance.is_none() {
-                if !create {
-                    return Ok(None);
-                }
-                *instance = Some(plugin.new_instance().map_err(|e| plugin.start_error(e))?);
-            }
-            let inst = instance.as_mut().expect("just set");
-            let ctx = match *ctx_slot {
-                Some((generation, ctx)) if generation == inst.generation => ctx,
-                _ if !create => return Ok(None),
-                _ => match inst.create_context() {
-                    Ok(ctx) => {
-                        *ctx_slot = Some((inst.generation, ctx));
-                        ctx
-                    }
-                    Err(cause) => {
-                        *instance = None;
-                        return Err(plugin.fail(cause));
-                    }
-                },
-            };
-            match f(inst, ctx) {
-                Ok(v) => Ok(Some(v)),
-                Err(cause) => {
-                    *instance = None;
-                    *ctx_slot = None;
-                    Err(plugin.fail(cause))
-                }
-            }
-        };
-        match &mut self.binding {
-            Binding::Shared { slot } => {
-                let mut guard = plugin.slots[*slot].lock();
-                run(&mut guard)
-            }
-            Binding::Owned(owned) => {
-                let mut instance = owned.take().map(|b| *b);
-                let result = run(&mut instance);
-                *owned = instance.map(Box::new);
-                result
-            }
-        }
-    }
-}
-
-impl Drop for PluginStream {
-    fn drop(&mut self) {
-        self.finish(None, None);
-    }
-}
-
-impl std::fmt::Debug for PluginStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginStream")
-            .field("plugin", &self.plugin.name())
-            .field("context", &self.ctx.map(|(_, c)| c))
-            .finish_non_exhaustive()
-    }
 }

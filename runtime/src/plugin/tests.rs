@@ -365,15 +365,18 @@ fn streams_run_concurrently_from_many_threads() {
 fn load_as(host: &PluginHost, config: &str) -> Option<Plugin> {
     let path = as_dist()?;
     Some(
-        host.load(&PluginSpec::new("as-add-header", path).config(config.to_string()))
-            .expect("load the AssemblyScript plugin"),
+        host.load(
+            &PluginSpec::new("as-add-header", path)
+                .config(config.to_string())
+                .root_id("as_add_header"),
+        )
+        .expect("load the AssemblyScript plugin"),
     )
 }
 
 #[test]
 fn as_add_header_adds_the_configured_response_header() {
     let host = host();
-    // Default (empty) root id: the policy declaration has none.
     let Some(plugin) = load_as(&host, "X-Served-By: edgecache") else {
         return;
     };
@@ -446,30 +449,37 @@ fn as_add_header_reads_a_long_configuration_intact() {
 }
 
 #[test]
-fn as_add_header_root_ids() {
+fn as_module_runs_the_root_context_its_root_id_names_with_its_vm_config() {
     let host = host();
     let Some(path) = as_dist() else {
         return;
     };
-    // The plugin also registers under an explicit name.
-    let plugin = host
+    // One module, two root contexts: the root id picks the SDK's factory.
+    let stamp = host
         .load(
-            &PluginSpec::new("as-add-header", &path)
-                .config("x-a: 1")
-                .root_id("as_add_header"),
+            &PluginSpec::new("stamp", &path)
+                .root_id("as_stamp")
+                .vm_config("from-vm-config"),
         )
         .unwrap();
     let (mut req, mut resp) = (request("/", &[]), response());
-    lifecycle(&plugin, &mut req, &mut resp).unwrap();
-    assert_eq!(resp.headers["x-a"], "1");
-    // A root id it did not register: the SDK throws while creating the root context.
-    let err = host
-        .load(&PluginSpec::new("as-add-header", &path).root_id("other"))
-        .unwrap_err();
+    lifecycle(&stamp, &mut req, &mut resp).unwrap();
+    assert_eq!(resp.headers["x-as-stamp"], "from-vm-config");
     assert!(
-        matches!(err.kind, LoadErrorKind::Startup(Cause::Trap(_))),
-        "{err}"
+        resp.headers.get("x-edge-plugin").is_none(),
+        "the other root context did not run"
     );
+    // No root id, or one it did not register: the SDK throws while creating the root context,
+    // and its message reaches the load error.
+    for root_id in ["", "other"] {
+        let err = host
+            .load(&PluginSpec::new("as-add-header", &path).root_id(root_id))
+            .unwrap_err();
+        assert!(
+            matches!(&err.kind, LoadErrorKind::Startup(Cause::Trap(m)) if m.contains("Missing root context factory")),
+            "{err}"
+        );
+    }
 }
 
 #[test]
@@ -479,7 +489,11 @@ fn as_add_header_rejects_an_empty_header_name() {
         return;
     };
     let err = host
-        .load(&PluginSpec::new("as-add-header", path).config(": v"))
+        .load(
+            &PluginSpec::new("as-add-header", path)
+                .config(": v")
+                .root_id("as_add_header"),
+        )
         .unwrap_err();
     assert!(
         matches!(err.kind, LoadErrorKind::Rejected("proxy_on_configure")),
@@ -497,6 +511,7 @@ fn as_add_header_per_request_isolation_and_threads() {
         .load(
             &PluginSpec::new("as-add-header", &path)
                 .config("x-b: 2")
+                .root_id("as_add_header")
                 .isolation(Isolation::PerRequest),
         )
         .unwrap();

@@ -103,6 +103,9 @@ pub enum Verdict {
     /// The plugin called `proxy_send_local_response`: end the request with this response
     /// (like `return (synth(...))`), whatever action the callback returned.
     LocalResponse(LocalResponse),
+    /// The plugin paused the stream (it waits for an outbound call or a timer): await
+    /// [`PluginStream::resumed`](super::PluginStream::resumed) for the final verdict.
+    Paused,
 }
 
 /// A response produced by the plugin itself.

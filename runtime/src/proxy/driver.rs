@@ -477,7 +477,7 @@ async fn vcl_route(
     let mut session = ClientSession::new(parts, client, version, xid);
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
-            program.run(Sub::Recv, &mut session)
+            session.run_recv(program).await
         } else {
             builtin::vcl_recv(&mut session.req)
         };

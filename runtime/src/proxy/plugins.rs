@@ -7,6 +7,12 @@
 //! so the statements after the call see the plugin's edits. It applies the plugin's
 //! `.on_error`, and keeps a local response (`proxy_send_local_response`) for the driver to
 //! send.
+//!
+//! A plugin that pauses the request (it waits for an outbound call or a timer) ends
+//! `vcl_recv` with `Action::PluginPaused`. [`PluginCalls::resume`] waits for it without
+//! holding a thread; `vcl_recv` then runs again from the request as it was when it started,
+//! and each plugin call it already made answers with what that call came to (the paused one:
+//! how its pause ended) instead of calling the plugin again.
 
 use std::net::SocketAddr;
 
@@ -28,6 +34,14 @@ pub(super) struct PluginCalls {
     ///
     /// [`Action::PluginResponse`]: policy_lang::Action::PluginResponse
     pub local: Option<LocalResponse>,
+    /// The plugin whose request phase is paused.
+    paused: Option<PluginId>,
+    /// The request-phase calls of this `vcl_recv` run, for a run again after a pause: each
+    /// with the request as the plugin left it and what the call came to. Recorded only when the
+    /// version has several plugins (with one, only the paused call is ever answered again).
+    settled: Vec<(PluginId, RequestView, PluginOutcome)>,
+    /// `vcl_recv` runs again after a pause: calls in `settled` are answered from there.
+    replaying: bool,
 }
 
 impl PluginCalls {
@@ -39,13 +53,53 @@ impl PluginCalls {
         req: &mut Parts,
         client: Option<SocketAddr>,
     ) -> PluginOutcome {
+        if self.replaying {
+            if let Some(at) = self.settled.iter().position(|(settled, ..)| *settled == id) {
+                let (_, view, outcome) = self.settled.remove(at);
+                take_back_request(req, view);
+                return outcome;
+            }
+        }
         let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
         };
         let mut view = lend_request(req, client);
         let result = stream.on_request_headers(&mut view);
+        if matches!(result, Ok(Verdict::Paused)) {
+            take_back_request(req, view);
+            self.paused = Some(id);
+            return PluginOutcome::Paused;
+        }
+        let outcome = self.outcome(version, id, result);
+        if version.plugins.len() > 1 {
+            self.settled.push((id, view.clone(), outcome));
+        }
         take_back_request(req, view);
-        self.outcome(version, id, result)
+        outcome
+    }
+
+    /// Waits until the paused plugin resumes the request (at most its pause timeout), and
+    /// keeps what its call came to for `vcl_recv`'s run again. `req` is the request as it was
+    /// when the paused call was made.
+    pub async fn resume(&mut self, version: &Version, req: &Parts, client: Option<SocketAddr>) {
+        let Some(id) = self.paused.take() else {
+            return;
+        };
+        let Some(stream) = self.stream(version, id) else {
+            return;
+        };
+        let mut view = lend_request(&mut req.clone(), client);
+        let result = stream.resumed(&mut view).await;
+        let outcome = self.outcome(version, id, result);
+        self.settled.retain(|(settled, ..)| *settled != id);
+        self.settled.push((id, view, outcome));
+        self.replaying = true;
+    }
+
+    /// `vcl_recv` is over (it did not end with a pause).
+    pub fn recv_done(&mut self) {
+        self.settled.clear();
+        self.replaying = false;
     }
 
     /// `plugin.response(NAME);`: the plugin's response-headers callback over a response,
@@ -93,7 +147,8 @@ impl PluginCalls {
         result: Result<Verdict, PluginError>,
     ) -> PluginOutcome {
         match result {
-            Ok(Verdict::Continue) => PluginOutcome::Continue,
+            // A pause outside the request headers phase is not held (the host logs it).
+            Ok(Verdict::Continue | Verdict::Paused) => PluginOutcome::Continue,
             Ok(Verdict::LocalResponse(local)) => {
                 let status = local.status.as_u16();
                 self.local = Some(local);

@@ -200,6 +200,29 @@ impl ClientSession {
     }
 }
 
+impl ClientSession {
+    /// The user's `vcl_recv`, waiting out plugin pauses: a plugin that pauses the request ends
+    /// the sub; once the plugin resumes it, the sub runs again from the request (and backend
+    /// hint) as they were when it started, and the plugin's call answers with how its pause
+    /// ended (see `plugins.rs`). Statements before the call run again, so side effects there
+    /// (`std.log`, bans) happen once per run.
+    pub async fn run_recv(&mut self, program: &policy_lang::Program) -> policy_lang::Action {
+        if self.version.plugins.is_empty() {
+            return program.run(policy_lang::Sub::Recv, self);
+        }
+        let start = (self.req.clone(), self.backend_hint, self.hash_always_miss);
+        let mut action = program.run(policy_lang::Sub::Recv, self);
+        while let policy_lang::Action::PluginPaused { .. } = action {
+            let version = self.version.clone();
+            self.plugins.resume(&version, &self.req, Some(self.client)).await;
+            (self.req, self.backend_hint, self.hash_always_miss) = start.clone();
+            action = program.run(policy_lang::Sub::Recv, self);
+        }
+        self.plugins.recv_done();
+        action
+    }
+}
+
 /// `client.ip`, `server.ip` (the address the client connected to: the PROXY header's
 /// destination behind a load balancer), `remote.ip` (the TCP peer: the load balancer itself)
 /// and `local.ip` (this end of the TCP connection), as Varnish defines them, from the

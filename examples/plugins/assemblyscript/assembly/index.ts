@@ -85,10 +85,45 @@ class AddHeader extends Context {
   }
 }
 
-// The SDK picks the root context factory by the host property `plugin_root_id`. edgecache's
-// policy declaration has no root-id field, so the default root id is "" (empty): register
-// under "" so that the plugin works without one. Also register under "as_add_header" for
-// hosts (Envoy configs, PluginSpec::root_id) that name it explicitly.
-const factory = (context_id: u32): RootContext => new AddHeaderRoot(context_id);
-registerRootContext(factory, "");
-registerRootContext(factory, "as_add_header");
+// A second root context in the same module: `as_stamp` adds `x-as-stamp: VM_CONFIG` to every
+// response, from the VM configuration (the policy's `.vm_config`) read in onStart.
+class StampRoot extends RootContext {
+  stamp: string = "";
+
+  onStart(vm_configuration_size: usize): bool {
+    if (vm_configuration_size > 0) {
+      this.stamp = String.UTF8.decode(
+        get_buffer_bytes(BufferTypeValues.VmConfiguration, 0, vm_configuration_size as u32),
+      ).trim();
+    }
+    return true;
+  }
+
+  // See AddHeaderRoot.onConfigure for why the SDK's default is not called.
+  onConfigure(configuration_size: u32): bool {
+    return true;
+  }
+
+  createContext(context_id: u32): Context {
+    return new Stamp(context_id, this);
+  }
+}
+
+class Stamp extends Context {
+  constructor(context_id: u32, root_context: StampRoot) {
+    super(context_id, root_context);
+  }
+
+  onResponseHeaders(a: u32, end_of_stream: bool): FilterHeadersStatusValues {
+    const root = this.root_context as StampRoot;
+    stream_context.headers.response.add("x-as-stamp", root.stamp);
+    return FilterHeadersStatusValues.Continue;
+  }
+}
+
+// The SDK creates the root context with the factory registered under the host property
+// `plugin_root_id`: the policy's `.root_id` (`.root_id = "as_add_header";`), as Envoy's
+// `root_id`. A declaration with another root id (or none) fails to load with the SDK's
+// "Missing root context factory for root id".
+registerRootContext((context_id: u32): RootContext => new AddHeaderRoot(context_id), "as_add_header");
+registerRootContext((context_id: u32): RootContext => new StampRoot(context_id), "as_stamp");

@@ -1,6 +1,7 @@
 //! Buffers: `proxy_get_buffer_bytes`, `proxy_set_buffer_bytes`, `proxy_get_buffer_status`.
 //!
-//! Plugin configuration (7) and VM configuration (6) are available in every callback.
+//! Plugin configuration (7) and VM configuration (6) are available in every callback, an
+//! outbound call's response body (4) in `proxy_on_http_call_response`.
 //! Bodies (0, 1) are not supported yet: reads return `NOT_FOUND` (the SDKs map it to
 //! None), writes are accepted and dropped; both are logged once per plugin. Other buffers
 //! do not exist (`NOT_FOUND`).
@@ -11,6 +12,7 @@ use super::{hand_over, once, status, write_u32, HostState};
 
 const REQUEST_BODY: i32 = 0;
 const RESPONSE_BODY: i32 = 1;
+const HTTP_CALL_RESPONSE_BODY: i32 = 4;
 const VM_CONFIGURATION: i32 = 6;
 const PLUGIN_CONFIGURATION: i32 = 7;
 
@@ -30,9 +32,17 @@ fn get_bytes(
     ret_len: i32,
 ) -> wasmtime::Result<i32> {
     let meta = caller.data().meta.clone();
+    let call_body;
     let data = match buffer {
         VM_CONFIGURATION => &meta.vm_config,
         PLUGIN_CONFIGURATION => &meta.config,
+        HTTP_CALL_RESPONSE_BODY => match &caller.data().call_response {
+            Some(answer) => {
+                call_body = answer.body.clone();
+                &call_body
+            }
+            None => return Ok(status::NOT_FOUND),
+        },
         REQUEST_BODY | RESPONSE_BODY => {
             meta.log_once(
                 once::BODY,
@@ -71,6 +81,10 @@ fn get_status(mut caller: Caller<'_, HostState>, buffer: i32, len_ptr: i32, flag
     let len = match buffer {
         VM_CONFIGURATION => caller.data().meta.vm_config.len(),
         PLUGIN_CONFIGURATION => caller.data().meta.config.len(),
+        HTTP_CALL_RESPONSE_BODY => match &caller.data().call_response {
+            Some(answer) => answer.body.len(),
+            None => return status::NOT_FOUND,
+        },
         _ => return status::NOT_FOUND,
     };
     if write_u32(&mut caller, len_ptr, len as u32) && write_u32(&mut caller, flags_ptr, 0) {

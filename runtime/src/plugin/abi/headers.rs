@@ -3,7 +3,8 @@
 //!
 //! Map types: request headers (0) and response headers (2) are the views of the current
 //! callback; trailers (1, 3) are always empty and writes to them are accepted and dropped;
-//! gRPC and http-call maps (4..=7) do not exist (`NOT_FOUND`).
+//! an outbound call's answer (6, its trailers 7: empty) is readable in
+//! `proxy_on_http_call_response`; gRPC maps (4, 5) do not exist (`NOT_FOUND`).
 //!
 //! Pseudo-headers come first in the pairs: `:authority`, `:path`, `:method`, `:scheme` for
 //! requests (the `host` header is shown as `:authority` only), `:status` for responses.
@@ -24,6 +25,8 @@ const REQUEST_HEADERS: i32 = 0;
 const REQUEST_TRAILERS: i32 = 1;
 const RESPONSE_HEADERS: i32 = 2;
 const RESPONSE_TRAILERS: i32 = 3;
+const HTTP_CALL_RESPONSE_HEADERS: i32 = 6;
+const HTTP_CALL_RESPONSE_TRAILERS: i32 = 7;
 
 pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap("env", "proxy_get_header_map_pairs", get_pairs)?;
@@ -280,6 +283,8 @@ fn warn_bad_write(state: &HostState, what: &str, name: &[u8]) {
 enum Target {
     Request,
     Response,
+    /// An outbound call's answer (read-only).
+    CallResponse,
     /// Trailers, or a headers map that is not available in this callback.
     Empty,
     /// gRPC / http-call maps.
@@ -290,9 +295,23 @@ fn target(state: &HostState, map: i32) -> Target {
     match map {
         REQUEST_HEADERS if state.req.is_some() => Target::Request,
         RESPONSE_HEADERS if state.resp.is_some() => Target::Response,
+        HTTP_CALL_RESPONSE_HEADERS if state.call_response.as_ref().is_some_and(|c| c.head.is_some()) => {
+            Target::CallResponse
+        }
         REQUEST_HEADERS | RESPONSE_HEADERS | REQUEST_TRAILERS | RESPONSE_TRAILERS => Target::Empty,
+        HTTP_CALL_RESPONSE_HEADERS | HTTP_CALL_RESPONSE_TRAILERS if state.call_response.is_some() => {
+            Target::Empty
+        }
         _ => Target::Unknown,
     }
+}
+
+fn call_head(state: &HostState) -> &ResponseView {
+    state
+        .call_response
+        .as_ref()
+        .and_then(|c| c.head.as_ref())
+        .expect("checked by target")
 }
 
 // === host functions ===
@@ -308,6 +327,7 @@ fn get_pairs(
         match target(state, map) {
             Target::Request => serialize_request(state.req.as_ref().expect("checked")),
             Target::Response => serialize_response(state.resp.as_ref().expect("checked")),
+            Target::CallResponse => serialize_response(call_head(state)),
             Target::Empty => Vec::new(),
             Target::Unknown => return Ok(status::NOT_FOUND),
         }
@@ -343,7 +363,7 @@ fn set_pairs(mut caller: Caller<'_, HostState>, map: i32, ptr: i32, len: i32) ->
                 }
             }
         }
-        Target::Empty => {}
+        Target::CallResponse | Target::Empty => {}
         Target::Unknown => return status::NOT_FOUND,
     }
     if let Some((what, name)) = failed {
@@ -368,6 +388,7 @@ fn get_value(
         match target(state, map) {
             Target::Request => request_get(state.req.as_ref().expect("checked"), &lower(&key)),
             Target::Response => response_get(state.resp.as_ref().expect("checked"), &lower(&key)),
+            Target::CallResponse => response_get(call_head(state), &lower(&key)),
             Target::Empty | Target::Unknown => None,
         }
     };
@@ -408,6 +429,7 @@ fn write_value(
     let result = match target(state, map) {
         Target::Request => request_write(state.req.as_mut().expect("checked"), &k, v, op),
         Target::Response => response_write(state.resp.as_mut().expect("checked"), &k, v, op),
+        Target::CallResponse => Ok(()),
         Target::Empty => {
             if map == REQUEST_HEADERS || map == RESPONSE_HEADERS {
                 state.meta.log_once(
@@ -443,7 +465,7 @@ fn remove_value(mut caller: Caller<'_, HostState>, map: i32, kp: i32, kl: i32) -
         // Pseudo-headers cannot be removed; the call is a no-op for them.
         Target::Request => remove(&mut state.req.as_mut().expect("checked").headers, &k),
         Target::Response => remove(&mut state.resp.as_mut().expect("checked").headers, &k),
-        Target::Empty => {}
+        Target::CallResponse | Target::Empty => {}
         Target::Unknown => return status::NOT_FOUND,
     }
     status::OK
@@ -455,6 +477,7 @@ fn get_size(mut caller: Caller<'_, HostState>, map: i32, ret_ptr: i32) -> i32 {
         match target(state, map) {
             Target::Request => serialize_request(state.req.as_ref().expect("checked")).len(),
             Target::Response => serialize_response(state.resp.as_ref().expect("checked")).len(),
+            Target::CallResponse => serialize_response(call_head(state)).len(),
             Target::Empty => 0,
             Target::Unknown => return status::NOT_FOUND,
         }

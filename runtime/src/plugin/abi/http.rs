@@ -1,24 +1,27 @@
-//! Stream control and calls the host does not support yet: `proxy_send_local_response`,
-//! `proxy_continue_stream`, `proxy_close_stream`, `proxy_done`, `proxy_set_effective_context`,
-//! `proxy_http_call`, gRPC calls, foreign functions, `proxy_get_status`, metrics.
+//! Stream control, outbound calls, and calls the host does not support yet:
+//! `proxy_send_local_response`, `proxy_continue_stream`, `proxy_close_stream`, `proxy_done`,
+//! `proxy_set_effective_context`, `proxy_http_call`, gRPC calls, foreign functions,
+//! `proxy_get_status`, metrics.
+//!
+//! A local response or a `proxy_continue_stream` applies to the effective context: during a
+//! stream's own callback that is the stream; in `proxy_on_http_call_response` or `proxy_on_tick`
+//! the plugin makes the paused stream effective first (the SDKs do it for call responses).
+
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use parking_lot::Mutex;
 use wasmtime::{Caller, Linker};
 
 use super::headers::deserialize;
-use super::{once, read, status, write_u32, write_u64, HostState};
+use super::{once, read, status, write_u32, write_u64, Dispatch, HostState};
 use crate::plugin::view::LocalResponse;
 
 pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap("env", "proxy_send_local_response", send_local_response)?;
-    linker.func_wrap(
-        "env",
-        "proxy_continue_stream",
-        |_: Caller<'_, HostState>, _stream: i32| status::OK,
-    )?;
+    linker.func_wrap("env", "proxy_continue_stream", continue_stream)?;
     linker.func_wrap(
         "env",
         "proxy_close_stream",
@@ -31,12 +34,16 @@ pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         },
     )?;
     // Deprecated 0.1.0 names that some SDK builds still import.
-    linker.func_wrap("env", "proxy_continue_request", |_: Caller<'_, HostState>| {
-        status::OK
-    })?;
-    linker.func_wrap("env", "proxy_continue_response", |_: Caller<'_, HostState>| {
-        status::OK
-    })?;
+    linker.func_wrap(
+        "env",
+        "proxy_continue_request",
+        |caller: Caller<'_, HostState>| continue_stream(caller, 0),
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_continue_response",
+        |caller: Caller<'_, HostState>| continue_stream(caller, 1),
+    )?;
     linker.func_wrap("env", "proxy_clear_route_cache", |_: Caller<'_, HostState>| {
         status::OK
     })?;
@@ -117,39 +124,117 @@ fn send_local_response(
             "ignored an invalid header in a local response; further ones are not logged",
         );
     }
-    state.local_response = Some(LocalResponse {
+    let local = LocalResponse {
         status: code,
         headers,
         body: Bytes::from(body),
         details: String::from_utf8_lossy(&details).into_owned(),
-    });
+    };
+    state.local_response = Some((state.effective_context, local));
+    status::OK
+}
+
+/// Resumes the effective context's paused stream once the callback returns (request or
+/// response: one phase is paused at a time).
+fn continue_stream(mut caller: Caller<'_, HostState>, _stream: i32) -> i32 {
+    let state = caller.data_mut();
+    let ctx = state.effective_context;
+    state.continued.push(ctx);
     status::OK
 }
 
 fn set_effective_context(mut caller: Caller<'_, HostState>, ctx: i32) -> i32 {
-    caller.data_mut().effective_context = ctx as u32;
+    let state = caller.data_mut();
+    state.effective_context = ctx as u32;
+    state.switch_views(ctx as u32);
     status::OK
 }
 
+/// Starts an outbound call to a cluster of the plugin's `.upstreams`; the caller runs it after
+/// the callback and delivers the answer with `proxy_on_http_call_response`. As Envoy:
+/// `BAD_ARGUMENT` for an unknown cluster, a negative timeout, or headers without `:method`,
+/// `:path` or `:authority`.
 #[allow(clippy::too_many_arguments)]
 fn http_call(
-    caller: Caller<'_, HostState>,
-    _up: i32,
-    _upl: i32,
-    _h: i32,
-    _hl: i32,
-    _b: i32,
-    _bl: i32,
-    _t: i32,
-    _tl: i32,
-    _timeout: i32,
-    _token: i32,
+    mut caller: Caller<'_, HostState>,
+    upstream_ptr: i32,
+    upstream_len: i32,
+    headers_ptr: i32,
+    headers_len: i32,
+    body_ptr: i32,
+    body_len: i32,
+    trailers_ptr: i32,
+    trailers_len: i32,
+    timeout_ms: i32,
+    ret_token: i32,
 ) -> i32 {
-    caller.data().meta.log_once(
-        once::HTTP_CALL,
-        "proxy_http_call is not supported (returned BAD_ARGUMENT: unknown upstream)",
-    );
-    status::BAD_ARGUMENT
+    let (Some(upstream), Some(raw_headers), Some(body), Some(_trailers)) = (
+        read(&mut caller, upstream_ptr, upstream_len),
+        read(&mut caller, headers_ptr, headers_len),
+        read(&mut caller, body_ptr, body_len),
+        read(&mut caller, trailers_ptr, trailers_len),
+    ) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    let meta = caller.data().meta.clone();
+    let Ok(timeout) = u64::try_from(timeout_ms).map(Duration::from_millis) else {
+        return status::BAD_ARGUMENT;
+    };
+    let Some(request) = deserialize(&raw_headers).and_then(|pairs| call_request(&pairs, body)) else {
+        meta.log_once(
+            once::HTTP_CALL,
+            "proxy_http_call without a valid :method, :path and :authority (returned BAD_ARGUMENT)",
+        );
+        return status::BAD_ARGUMENT;
+    };
+    let cluster = String::from_utf8_lossy(&upstream);
+    let Some(call) = meta.upstreams.0.call(&cluster, request) else {
+        meta.log_once(
+            once::UNKNOWN_UPSTREAM,
+            &format!(
+                "proxy_http_call to `{cluster}`, which is not in the plugin's `.upstreams` \
+                 (returned BAD_ARGUMENT; further ones are not logged)"
+            ),
+        );
+        return status::BAD_ARGUMENT;
+    };
+    let state = caller.data_mut();
+    state.last_token = state.last_token.wrapping_add(1).max(1);
+    let token = state.last_token;
+    let ctx = state.effective_context;
+    state.dispatched.push(Dispatch {
+        ctx,
+        token,
+        call,
+        timeout,
+    });
+    if write_u32(&mut caller, ret_token, token) {
+        status::OK
+    } else {
+        status::INVALID_MEMORY_ACCESS
+    }
+}
+
+/// The request of an outbound call, from the plugin's pairs: `:method`, `:path` and
+/// `:authority` (which becomes `host`) are required; other pseudo-headers are dropped.
+fn call_request(pairs: &[(&[u8], &[u8])], body: Vec<u8>) -> Option<http::Request<Bytes>> {
+    let pseudo = |name: &[u8]| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    let method = Method::from_bytes(pseudo(b":method")?).ok()?;
+    let path = http::uri::PathAndQuery::try_from(pseudo(b":path")?).ok()?;
+    let authority = HeaderValue::from_bytes(pseudo(b":authority")?).ok()?;
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(http::Uri::from(path))
+        .body(Bytes::from(body))
+        .ok()?;
+    let headers = request.headers_mut();
+    headers.insert(http::header::HOST, authority);
+    for (name, value) in pairs.iter().filter(|(k, _)| !k.starts_with(b":")) {
+        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            headers.append(name, value);
+        }
+    }
+    Some(request)
 }
 
 fn log_grpc(caller: &Caller<'_, HostState>) {

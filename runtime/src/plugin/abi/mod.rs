@@ -10,13 +10,17 @@
 //!   once per plugin.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
 use wasmtime::{Caller, Engine, Extern, Linker, Memory, Store, TypedFunc};
 
-use super::engine::PluginMeta;
 use super::sandbox::MemoryLimiter;
+use super::upstream::{UpstreamCall, UpstreamSet};
 use super::view::{LocalResponse, RequestView, ResponseView};
 
 mod buffers;
@@ -46,6 +50,47 @@ pub(crate) mod status {
     pub const INTERNAL_FAILURE: i32 = 10;
 }
 
+/// What host functions know about the plugin (shared by all its instances).
+pub(crate) struct PluginMeta {
+    pub(crate) name: Arc<str>,
+    pub(crate) root_id: String,
+    pub(crate) vm_id: String,
+    pub(crate) config: Bytes,
+    pub(crate) vm_config: Bytes,
+    pub(crate) metrics: Metrics,
+    /// The clusters `proxy_http_call` may name.
+    pub(crate) upstreams: UpstreamSet,
+    logged: AtomicU64,
+}
+
+impl PluginMeta {
+    pub(crate) fn new(
+        name: &str,
+        root_id: &str,
+        vm_id: &str,
+        (config, vm_config): (Bytes, Bytes),
+        upstreams: UpstreamSet,
+    ) -> Self {
+        PluginMeta {
+            name: Arc::from(name),
+            root_id: root_id.to_string(),
+            vm_id: vm_id.to_string(),
+            config,
+            vm_config,
+            metrics: Default::default(),
+            upstreams,
+            logged: AtomicU64::new(0),
+        }
+    }
+
+    /// Logs `msg` at warn level the first time `bit` is seen for this plugin.
+    pub(crate) fn log_once(&self, bit: u64, msg: &str) {
+        if self.logged.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            tracing::warn!(target: "edgecache::plugin", plugin = &*self.name, "{msg}");
+        }
+    }
+}
+
 /// Everything host functions can reach: one per store (= per instance).
 pub(crate) struct HostState {
     pub(crate) meta: Arc<PluginMeta>,
@@ -58,8 +103,24 @@ pub(crate) struct HostState {
     pub(crate) req: Option<RequestView>,
     /// The response of the current callback, moved in for its duration.
     pub(crate) resp: Option<ResponseView>,
-    /// Set by `proxy_send_local_response` during the current callback.
-    pub(crate) local_response: Option<LocalResponse>,
+    /// The context whose views are in `req` and `resp` (0: none).
+    views_of: u32,
+    /// The views of other contexts: paused streams', and the callback's own while the plugin
+    /// made another context effective.
+    parked: HashMap<u32, Views>,
+    /// Paused streams, each with the sender that resumes it.
+    pub(crate) paused: HashMap<u32, oneshot::Sender<Resumption>>,
+    /// Contexts the plugin continued (`proxy_continue_stream`) during the current callback.
+    pub(crate) continued: Vec<u32>,
+    /// Set by `proxy_send_local_response` during the current callback, with the context it
+    /// answers.
+    pub(crate) local_response: Option<(u32, LocalResponse)>,
+    /// Outbound calls started during the current callback, for the caller to run.
+    pub(crate) dispatched: Vec<Dispatch>,
+    /// The last token handed out by `proxy_http_call`.
+    pub(crate) last_token: u32,
+    /// The answer of an outbound call, during `proxy_on_http_call_response`.
+    pub(crate) call_response: Option<CallResponse>,
     /// Set by `proxy_set_tick_period_milliseconds`.
     pub(crate) tick_period: Option<Duration>,
     /// The last ERROR/CRITICAL line the plugin logged during the current callback (the Rust
@@ -79,12 +140,118 @@ impl HostState {
             effective_context: 0,
             req: None,
             resp: None,
+            views_of: 0,
+            parked: HashMap::new(),
+            paused: HashMap::new(),
+            continued: Vec::new(),
             local_response: None,
+            dispatched: Vec::new(),
+            last_token: 0,
+            call_response: None,
             tick_period: None,
             last_error_log: None,
             properties: HashMap::new(),
         }
     }
+}
+
+impl HostState {
+    /// Makes `ctx`'s views the ones host calls see (`req`, `resp`), parking the current ones.
+    pub(crate) fn switch_views(&mut self, ctx: u32) {
+        if ctx == self.views_of {
+            return;
+        }
+        if self.views_of != 0 && (self.req.is_some() || self.resp.is_some()) {
+            let current = Views {
+                req: self.req.take(),
+                resp: self.resp.take(),
+            };
+            self.parked.insert(self.views_of, current);
+        }
+        let next = self.parked.remove(&ctx).unwrap_or_default();
+        (self.req, self.resp, self.views_of) = (next.req, next.resp, ctx);
+    }
+
+    /// Starts a callback of `ctx` with these views.
+    pub(crate) fn lend_views(&mut self, ctx: u32, req: Option<RequestView>, resp: Option<ResponseView>) {
+        self.switch_views(0);
+        (self.req, self.resp, self.views_of) = (req, resp, ctx);
+    }
+
+    /// Ends a callback of `ctx`: its views (wherever the plugin left the effective context).
+    pub(crate) fn take_views(&mut self, ctx: u32) -> Views {
+        self.switch_views(ctx);
+        let views = Views {
+            req: self.req.take(),
+            resp: self.resp.take(),
+        };
+        self.views_of = 0;
+        views
+    }
+
+    /// Keeps `ctx`'s views while its stream is paused.
+    pub(crate) fn park(&mut self, ctx: u32, views: Views) {
+        self.parked.insert(ctx, views);
+    }
+
+    /// After a callback: resumes the paused streams it continued or answered, handing each its
+    /// views back.
+    pub(crate) fn settle(&mut self) {
+        self.switch_views(0);
+        let mut local = self.local_response.take();
+        let mut done = std::mem::take(&mut self.continued);
+        if let Some((ctx, _)) = &local {
+            done.push(*ctx);
+        }
+        for ctx in done {
+            let Some(resume) = self.paused.remove(&ctx) else {
+                continue;
+            };
+            let views = self.parked.remove(&ctx).unwrap_or_default();
+            let local = local
+                .take_if(|(answered, _)| *answered == ctx)
+                .map(|(_, response)| response);
+            // The stream may have given up waiting (pause timeout, client gone): nothing to do.
+            let _ = resume.send(Resumption { views, local });
+        }
+    }
+
+    /// Forgets a finished context: its views and its pause, if any.
+    pub(crate) fn forget(&mut self, ctx: u32) {
+        self.parked.remove(&ctx);
+        self.paused.remove(&ctx);
+    }
+}
+
+/// The request and response one HTTP context works on.
+#[derive(Default)]
+pub(crate) struct Views {
+    pub(crate) req: Option<RequestView>,
+    pub(crate) resp: Option<ResponseView>,
+}
+
+/// How a paused stream's pause ended: its views as the plugin left them, and a local response
+/// if the plugin answered.
+pub(crate) struct Resumption {
+    pub(crate) views: Views,
+    pub(crate) local: Option<LocalResponse>,
+}
+
+/// An outbound call started during a callback: the caller runs it once the callback is over
+/// and delivers the answer with `proxy_on_http_call_response`.
+pub(crate) struct Dispatch {
+    /// The context that made the call (the effective one at the time).
+    pub(crate) ctx: u32,
+    pub(crate) token: u32,
+    pub(crate) call: UpstreamCall,
+    pub(crate) timeout: Duration,
+}
+
+/// An outbound call's answer as the plugin reads it: headers (map 6, `:status` included),
+/// body (buffer 4). A failed call has no headers and no body, as on Envoy.
+pub(crate) struct CallResponse {
+    pub(crate) head: Option<ResponseView>,
+    pub(crate) body: bytes::Bytes,
 }
 
 /// A host function was called in a way the ABI does not allow; the callback fails with
@@ -120,7 +287,13 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<(Linker<HostState>, Im
 
 fn linker_names(linker: &Linker<HostState>, engine: &Engine) -> ImportNames {
     // `Linker::iter` needs a store of the linker's data type; a throwaway one is fine.
-    let meta = Arc::new(PluginMeta::placeholder());
+    let meta = Arc::new(PluginMeta::new(
+        "",
+        "",
+        "",
+        Default::default(),
+        UpstreamSet::none(),
+    ));
     let mut store = Store::new(engine, HostState::new(meta, 0));
     linker
         .iter(&mut store)
@@ -259,4 +432,5 @@ pub(crate) mod once {
     pub const NO_MAP: u64 = 1 << 7;
     pub const SET_BODY: u64 = 1 << 8;
     pub const CLOSE_STREAM: u64 = 1 << 9;
+    pub const UNKNOWN_UPSTREAM: u64 = 1 << 10;
 }

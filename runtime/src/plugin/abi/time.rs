@@ -26,8 +26,7 @@ fn now(mut caller: Caller<'_, HostState>, ret_ptr: i32) -> i32 {
     }
 }
 
-/// 0 turns ticks off. Ticks reach `proxy_on_tick` only when the proxy drives them (see
-/// `Plugin::run_due_ticks`).
+/// 0 turns ticks off. The host's tick task (see `Plugin::drive_ticks`) runs `proxy_on_tick`.
 fn set_tick_period(mut caller: Caller<'_, HostState>, millis: i32) -> i32 {
     let millis = millis as u32;
     caller.data_mut().tick_period = (millis > 0).then(|| Duration::from_millis(u64::from(millis)));

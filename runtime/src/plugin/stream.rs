@@ -1,0 +1,270 @@
+//! One request's HTTP context in one plugin ([`PluginStream`]): its phases, its pause, and the
+//! outbound calls its callbacks start.
+//!
+//! A paused stream holds no lock and no thread: its views wait in the instance, and the
+//! request's task awaits a oneshot that the instance fires when the plugin continues or
+//! answers the stream (from `proxy_on_http_call_response`, `proxy_on_tick`, ...). Outbound
+//! calls run as tokio tasks; each locks the instance only to deliver its answer.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use super::abi::{Dispatch, Resumption};
+use super::engine::PluginInner;
+use super::error::{Cause, PluginError};
+use super::instance::{Instance, Outcome};
+use super::view::{RequestView, ResponseView, Verdict};
+use super::Plugin;
+
+/// Where a stream's instance lives.
+#[derive(Clone)]
+pub(crate) enum Binding {
+    /// One of the plugin's shared instances.
+    Shared { slot: usize },
+    /// The stream's own instance (per-request isolation), shared with the outbound calls it
+    /// started so that their answers can reach it.
+    Owned(Arc<Mutex<Option<Instance>>>),
+}
+
+impl Binding {
+    fn cell<'a>(&'a self, plugin: &'a PluginInner) -> &'a Mutex<Option<Instance>> {
+        match self {
+            Binding::Shared { slot } => &plugin.slots[*slot],
+            Binding::Owned(cell) => cell,
+        }
+    }
+}
+
+/// One request's HTTP context in one plugin. Call the phases in order; each is optional.
+/// Dropping an unfinished stream finishes it (without views).
+pub struct PluginStream {
+    plugin: Plugin,
+    binding: Binding,
+    /// (instance generation, context id) once the context exists.
+    ctx: Option<(u64, u32)>,
+    /// Set while the request headers phase is paused.
+    paused: Option<oneshot::Receiver<Resumption>>,
+    finished: bool,
+}
+
+impl PluginStream {
+    pub(crate) fn new(plugin: Plugin, binding: Binding) -> Self {
+        PluginStream {
+            plugin,
+            binding,
+            ctx: None,
+            paused: None,
+            finished: false,
+        }
+    }
+
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    /// `proxy_on_request_headers`. The plugin may edit `req` (headers, `:path`, `:method`,
+    /// `:authority`, `:scheme`), answer with a local response, or pause the request
+    /// ([`Verdict::Paused`]: then await [`resumed`](Self::resumed)).
+    pub fn on_request_headers(&mut self, req: &mut RequestView) -> Result<Verdict, PluginError> {
+        match self.with_instance(true, |inst, ctx| inst.request_headers(ctx, req))? {
+            None => Ok(Verdict::Continue),
+            Some(Outcome::Done(verdict)) => Ok(verdict),
+            Some(Outcome::Paused(resumed)) => {
+                self.paused = Some(resumed);
+                Ok(Verdict::Paused)
+            }
+        }
+    }
+
+    /// Waits until the plugin resumes a paused stream (`proxy_continue_stream`) or answers it
+    /// (`proxy_send_local_response`), at most the host's pause timeout. `req` becomes the
+    /// request as the plugin left it. Fails with [`Cause::PauseTimeout`] when the time is up
+    /// or the instance holding the stream was replaced. Without a pause: `Continue` at once.
+    pub async fn resumed(&mut self, req: &mut RequestView) -> Result<Verdict, PluginError> {
+        let Some(resumed) = self.paused.take() else {
+            return Ok(Verdict::Continue);
+        };
+        let plugin = &self.plugin.inner;
+        match tokio::time::timeout(plugin.pause_timeout, resumed).await {
+            Ok(Ok(Resumption { views, local })) => {
+                if let Some(view) = views.req {
+                    *req = view;
+                }
+                Ok(local.map_or(Verdict::Continue, Verdict::LocalResponse))
+            }
+            // The instance went away (its failure is counted and logged where it failed).
+            Ok(Err(_)) => Err(PluginError {
+                plugin: plugin.setup.meta.name.clone(),
+                cause: Cause::PauseTimeout,
+            }),
+            Err(_) => Err(plugin.fail(Cause::PauseTimeout)),
+        }
+    }
+
+    /// `proxy_on_response_headers`. The plugin may edit `resp` (headers, `:status`) or
+    /// replace it with a local response. `req` (if given) is readable by the plugin.
+    pub fn on_response_headers(
+        &mut self,
+        req: Option<&mut RequestView>,
+        resp: &mut ResponseView,
+    ) -> Result<Verdict, PluginError> {
+        self.with_instance(true, |inst, ctx| inst.response_headers(ctx, req, resp))
+            .map(|v| v.unwrap_or(Verdict::Continue))
+    }
+
+    /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the plugin forgets the request.
+    /// The views (if given) are readable in `on_log`. Errors are counted and logged; the
+    /// request is over, so there is nothing else to do with them. Idempotent.
+    pub fn finish(&mut self, req: Option<&mut RequestView>, resp: Option<&mut ResponseView>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.paused = None;
+        if self.ctx.is_some() {
+            let _ = self.with_instance(false, |inst, ctx| inst.finish(ctx, req, resp));
+        }
+        if let Binding::Owned(cell) = &self.binding {
+            // The request's own instance ends with it (calls still in flight find it gone).
+            cell.lock().take();
+        }
+    }
+
+    /// Runs `f` on this stream's instance with its context, then starts the outbound calls
+    /// the callback made. With `create`, the instance and the context are created if needed
+    /// (also when the instance was replaced since the context was made: the plugin then sees
+    /// a new context); without, nothing runs if the context is gone (`Ok(None)`).
+    fn with_instance<T>(
+        &mut self,
+        create: bool,
+        f: impl FnOnce(&mut Instance, u32) -> Result<T, Cause>,
+    ) -> Result<Option<T>, PluginError> {
+        let plugin = &self.plugin.inner;
+        let mut guard = self.binding.cell(plugin).lock();
+        let instance = &mut *guard;
+        if instance.is_none() {
+            if !create {
+                return Ok(None);
+            }
+            *instance = Some(plugin.new_instance().map_err(|e| plugin.start_error(e))?);
+        }
+        let inst = instance.as_mut().expect("just set");
+        let ctx = match self.ctx {
+            Some((generation, ctx)) if generation == inst.generation => ctx,
+            _ if !create => return Ok(None),
+            _ => match inst.create_context() {
+                Ok(ctx) => {
+                    self.ctx = Some((inst.generation, ctx));
+                    ctx
+                }
+                Err(cause) => {
+                    *instance = None;
+                    return Err(plugin.fail(cause));
+                }
+            },
+        };
+        match f(inst, ctx) {
+            Ok(v) => {
+                let (generation, calls) = (inst.generation, inst.take_dispatched());
+                drop(guard);
+                start_calls(plugin, &self.binding, generation, calls);
+                Ok(Some(v))
+            }
+            Err(cause) => {
+                *instance = None;
+                self.ctx = None;
+                Err(plugin.fail(cause))
+            }
+        }
+    }
+}
+
+impl Drop for PluginStream {
+    fn drop(&mut self) {
+        self.finish(None, None);
+    }
+}
+
+impl std::fmt::Debug for PluginStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginStream")
+            .field("plugin", &self.plugin.name())
+            .field("context", &self.ctx.map(|(_, c)| c))
+            .field("paused", &self.paused.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs each outbound call as a task (bounded by its own timeout, or by the pause timeout when
+/// the plugin gave none) and delivers its answer to the instance that started it, if that
+/// instance still exists.
+pub(crate) fn start_calls(
+    plugin: &Arc<PluginInner>,
+    binding: &Binding,
+    generation: u64,
+    calls: Vec<Dispatch>,
+) {
+    if calls.is_empty() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, "outbound calls dropped: no async runtime to run them on");
+        return;
+    };
+    for Dispatch {
+        ctx,
+        token,
+        call,
+        timeout,
+    } in calls
+    {
+        let (plugin, binding) = (plugin.clone(), binding.clone());
+        let timeout = if timeout.is_zero() {
+            plugin.pause_timeout
+        } else {
+            timeout
+        };
+        runtime.spawn(async move {
+            let answer = match tokio::time::timeout(timeout, call).await {
+                Ok(Ok(response)) => Some(response),
+                Ok(Err(why)) => {
+                    tracing::debug!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, token, "outbound call failed: {why}");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, token, "outbound call timed out after {timeout:?}");
+                    None
+                }
+            };
+            deliver(&plugin, &binding, generation, (ctx, token), answer);
+        });
+    }
+}
+
+fn deliver(
+    plugin: &Arc<PluginInner>,
+    binding: &Binding,
+    generation: u64,
+    (ctx, token): (u32, u32),
+    answer: Option<http::Response<bytes::Bytes>>,
+) {
+    let mut guard = binding.cell(plugin).lock();
+    let Some(inst) = guard.as_mut().filter(|inst| inst.generation == generation) else {
+        return;
+    };
+    match inst.http_call_response(ctx, token, answer) {
+        Ok(()) => {
+            let more = inst.take_dispatched();
+            drop(guard);
+            start_calls(plugin, binding, generation, more);
+        }
+        Err(cause) => {
+            // Dropping the instance fails the streams paused in it.
+            *guard = None;
+            drop(guard);
+            let _ = plugin.fail(cause);
+        }
+    }
+}
