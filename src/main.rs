@@ -87,6 +87,26 @@ enum AdminAction {
     },
     /// Reload the policy now; prints the new generation or the diagnostics.
     Reload,
+    /// Several policies at once, as varnishadm's vcl.load / vcl.use / vcl.label / vcl.list /
+    /// vcl.discard.
+    Vcl {
+        #[command(subcommand)]
+        command: VclCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum VclCommand {
+    /// Load FILE as policy NAME (not active until `vcl use`); reloaded when its files change.
+    Load { name: String, file: PathBuf },
+    /// New requests start on policy NAME (an older one: the rollback).
+    Use { name: String },
+    /// `return (vcl(LABEL))` goes to policy NAME.
+    Label { label: String, name: String },
+    /// The loaded policies and labels: active/available/discarded, temperature, busy requests.
+    List,
+    /// Remove policy or label NAME; a policy is dropped when its last request ends.
+    Discard { name: String },
 }
 
 #[derive(Args)]
@@ -193,6 +213,14 @@ struct ServeArgs {
     /// Pipes (return (pipe), WebSockets) open at once; past it 503. Default 5000.
     #[arg(long, value_name = "N")]
     max_pipes: Option<usize>,
+    /// How often a backend whose .host is a name is looked up again; new addresses take new
+    /// connections without a reload. Default 30s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    dns_ttl: Option<Duration>,
+    /// A file in /etc/hosts format whose names (backend .host values, ACL entries) are looked
+    /// up there before DNS, read again at every lookup.
+    #[arg(long, value_name = "FILE")]
+    hosts_file: Option<PathBuf>,
     /// Largest header field, and request line, a client may send (Varnish's
     /// http_req_hdr_len): 431 past it, 414 for a longer URL. Default 8k.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -374,6 +402,8 @@ impl ServeArgs {
         set(&mut config.max_connections, self.max_connections);
         set(&mut config.pipe_timeout, self.pipe_timeout);
         set(&mut config.max_pipes, self.max_pipes);
+        set(&mut config.dns_ttl, self.dns_ttl);
+        set(&mut config.hosts_file, self.hosts_file.map(Some));
         let bytes = |size: u64| usize::try_from(size).unwrap_or(usize::MAX);
         set(
             &mut config.request_limits.max_header_size,
@@ -641,7 +671,7 @@ impl Drop for PidFile {
 fn check(files: &[PathBuf]) -> ExitCode {
     let mut failed = false;
     for file in files {
-        match edgecache_runtime::policy::load(file) {
+        match edgecache_runtime::policy::load(file, &Default::default()) {
             Ok(program) => {
                 if let Some(warnings) = program.warnings() {
                     eprint!("{}", warnings.render());
@@ -677,7 +707,7 @@ fn check(files: &[PathBuf]) -> ExitCode {
 fn check_fragments(files: &[PathBuf]) -> ExitCode {
     let mut failed = false;
     for file in files {
-        let diagnostics = edgecache_runtime::policy::check_fragment(file);
+        let diagnostics = edgecache_runtime::policy::check_fragment(file, &Default::default());
         eprint!("{}", diagnostics.render());
         if diagnostics.has_errors() {
             println!("{}: {} error(s)", file.display(), diagnostics.error_count());
@@ -724,6 +754,32 @@ fn admin(args: AdminArgs) -> ExitCode {
         }
         AdminAction::Ban { expr } => ("POST", "/ban".to_string(), expr.join(" ")),
         AdminAction::Reload => ("POST", "/reload".to_string(), String::new()),
+        AdminAction::Vcl { command } => {
+            let q = |value: &str| encode_query_value(value);
+            let target = match command {
+                VclCommand::Load { name, file } => {
+                    // The server may run elsewhere in the file system: send an absolute path.
+                    let file = std::path::absolute(&file).unwrap_or(file);
+                    format!(
+                        "/vcl/load?name={}&path={}",
+                        q(&name),
+                        q(&file.display().to_string())
+                    )
+                }
+                VclCommand::Use { name } => format!("/vcl/use?name={}", q(&name)),
+                VclCommand::Label { label, name } => {
+                    format!("/vcl/label?label={}&name={}", q(&label), q(&name))
+                }
+                VclCommand::List => "/vcl?format=text".to_string(),
+                VclCommand::Discard { name } => format!("/vcl/discard?name={}", q(&name)),
+            };
+            let method = if target.starts_with("/vcl?") {
+                "GET"
+            } else {
+                "POST"
+            };
+            (method, target, String::new())
+        }
     };
     match call_blocking(args.address, token.as_deref(), method, &target, body) {
         Ok(reply) if reply.is_success() => {

@@ -22,6 +22,7 @@ mod backend;
 mod cache;
 pub mod config;
 pub mod demo;
+pub mod dns;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -188,7 +189,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // Request durations for /metrics; the proxy records into it.
     let latency = telemetry::RequestLatency::default();
     let shared = Arc::new(proxy::Shared::new(&config, version, latency.clone()));
-    let mut reloader = reload::Reloader::new(&config, shared.clone());
+    let mut reloader = reload::Reloader::new(&config, shared.active.clone(), shared.labels.clone());
     if let Some(tls) = &tls {
         let certificates = tls.certificates().clone();
         // The outcome is logged; a failure keeps the old certificates.

@@ -1,5 +1,6 @@
-//! Loading policy files from disk for the policy language (which does no I/O itself), and the
-//! WebAssembly plugins a policy declares.
+//! Loading policy files from disk for the policy language (which does no I/O itself), with the
+//! host names of its ACLs resolved ([`crate::dns`]), and the WebAssembly plugins a policy
+//! declares.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,17 +10,28 @@ use http_body_util::{BodyExt, Full, Limited};
 use policy_lang::{Diagnostics, PluginIsolation, Program, SourceLoader};
 
 use crate::backend::Backend;
+use crate::dns::Resolver;
 use crate::plugin::{
     Isolation, LoadError, LoadErrorKind, Plugin, PluginHost, PluginSpec, UpstreamCall, UpstreamSet, Upstreams,
 };
 
-/// Reads the entry file and its `include`s, each relative to the file that includes it.
-struct FileLoader;
+/// Reads the entry file and its `include`s, each relative to the file that includes it, and
+/// resolves the ACLs' host names.
+struct FileLoader<'a> {
+    resolver: &'a Resolver,
+}
 
 /// A policy file larger than this is a mistake (a log, a device, a disk image), not a policy.
 const MAX_POLICY_FILE: u64 = 16 << 20;
 
-impl SourceLoader for FileLoader {
+impl SourceLoader for FileLoader<'_> {
+    fn resolve_host(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String> {
+        self.resolver.lookup(name).map_err(|error| match error {
+            crate::dns::ResolveError::NotFound { cause, .. } => cause,
+            other => other.to_string(),
+        })
+    }
+
     fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String> {
         let base = from
             .and_then(|file| Path::new(file).parent())
@@ -46,15 +58,16 @@ impl SourceLoader for FileLoader {
     }
 }
 
-/// Parses, checks and compiles the policy at `path`.
-pub fn load(path: &Path) -> Result<Program, Diagnostics> {
-    policy_lang::load(&path.display().to_string(), &FileLoader)
+/// Parses, checks and compiles the policy at `path`; ACL host names are looked up with
+/// `resolver`.
+pub fn load(path: &Path, resolver: &Resolver) -> Result<Program, Diagnostics> {
+    policy_lang::load(&path.display().to_string(), &FileLoader { resolver })
 }
 
 /// Checks the include fragment at `path` on its own (`edgecache check --fragment`): names
 /// it leaves to the including file are notes.
-pub fn check_fragment(path: &Path) -> Diagnostics {
-    policy_lang::check_fragment(&path.display().to_string(), &FileLoader)
+pub fn check_fragment(path: &Path, resolver: &Resolver) -> Diagnostics {
+    policy_lang::check_fragment(&path.display().to_string(), &FileLoader { resolver })
 }
 
 /// Compiles and starts every plugin the policy declares, in declaration order (so a

@@ -16,6 +16,7 @@ use policy_lang::{BackendId, BanExpr, Context, Program, Scope, Sub, Value, Var};
 
 use crate::backend::{Backend, Roots, TlsOptions};
 use crate::config::{BackendTimeouts, Config};
+use crate::dns::Resolver;
 use crate::plugin::{HostSettings, Plugin, PluginHost};
 use crate::{policy, StartError};
 
@@ -40,6 +41,9 @@ pub struct Version {
     pub plugin_host: Option<PluginHost>,
     /// 1 for the version loaded at start, +1 per successful reload.
     pub generation: u64,
+    /// The policy has `return (vcl(LABEL))`: a request keeps its head as received, for the
+    /// labelled policy to start over from.
+    pub switches_labels: bool,
     pub source: Option<PolicySource>,
 }
 
@@ -49,10 +53,13 @@ impl Version {
     pub fn load(config: &Config, generation: u64, previous: Option<&Version>) -> Result<Version, StartError> {
         let (policy, source) = match &config.policy {
             Some(path) => {
-                let program = policy::load(path).map_err(|diagnostics| StartError::Policy {
-                    path: path.display().to_string(),
-                    rendered: diagnostics.render(),
-                })?;
+                let program =
+                    policy::load(path, &Resolver::new(config.hosts_file.clone())).map_err(|diagnostics| {
+                        StartError::Policy {
+                            path: path.display().to_string(),
+                            rendered: diagnostics.render(),
+                        }
+                    })?;
                 // Plugin files are watched with the policy: rebuilding a plugin reloads it.
                 let files = program
                     .sources()
@@ -95,7 +102,11 @@ impl Version {
             }
             _ => Vec::new(),
         };
+        let switches_labels = policy
+            .as_ref()
+            .is_some_and(|program| !program.labels().is_empty());
         Ok(Version {
+            switches_labels,
             policy,
             backends,
             plugins,
@@ -198,6 +209,10 @@ fn backends(
                     .map_err(|error| StartError::Backend(format!("{name}: {error}"))),
             }
         };
+    let dns = crate::backend::Dns {
+        resolver: Resolver::new(config.hosts_file.clone()),
+        ttl: config.dns_ttl,
+    };
     let declared = policy.map_or(&[][..], Program::backends);
     if declared.is_empty() {
         let address = config.backend.as_deref().ok_or_else(|| {
@@ -211,6 +226,7 @@ fn backends(
             host_header: None,
             tls,
             proxy_header: None,
+            dns: dns.clone(),
         };
         return Ok(vec![reuse("default", &address, options)?]);
     }
@@ -235,6 +251,7 @@ fn backends(
                     .map(|tls| backend_tls(&decl.name, tls))
                     .transpose()?,
                 proxy_header: decl.proxy_header,
+                dns: dns.clone(),
             };
             reuse(&decl.name, &format!("{}:{}", decl.host, decl.port), options)
         })

@@ -29,6 +29,35 @@ pub struct Program {
 }
 
 impl Program {
+    /// The labels its `return (vcl(LABEL))` statements switch to, each once, in source order
+    /// (the runtime refuses to discard a label a loaded policy still names).
+    pub fn labels(&self) -> Vec<&str> {
+        fn walk<'p>(body: &'p [Stmt], out: &mut Vec<&'p str>) {
+            for stmt in body {
+                match stmt {
+                    Stmt::Return(crate::tree::Ret::Const(crate::vocab::Action::Vcl { label }))
+                        if !out.contains(&&**label) =>
+                    {
+                        out.push(label);
+                    }
+                    Stmt::If(branches, otherwise) => {
+                        for (_, branch) in branches {
+                            walk(branch, out);
+                        }
+                        walk(otherwise, out);
+                    }
+                    Stmt::Block(inner) => walk(inner, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for body in &self.bodies {
+            walk(body, &mut out);
+        }
+        out
+    }
+
     /// Declared backends; [`BackendId`] indexes this slice.
     pub fn backends(&self) -> &[BackendDecl] {
         &self.backends

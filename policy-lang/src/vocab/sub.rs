@@ -174,6 +174,10 @@ pub enum Action {
     /// `return (pipe)` in `vcl_recv` / `vcl_pipe`: tunnel the request's connection to the
     /// backend, bytes both ways, nothing cached.
     Pipe,
+    /// `return (vcl(LABEL))` in `vcl_recv`: the request starts over, as received, in the
+    /// policy `LABEL` names (Varnish's label router); only on its first pass through
+    /// `vcl_recv`.
+    Vcl { label: Arc<str> },
 }
 
 impl Action {
@@ -194,6 +198,7 @@ impl Action {
             Action::PluginResponse { .. } => "plugin_response",
             Action::PluginPaused { .. } => "plugin_paused",
             Action::Pipe => "pipe",
+            Action::Vcl { .. } => "vcl",
         }
     }
 }
@@ -220,15 +225,16 @@ pub(crate) fn action_mask(name: &str) -> Option<u16> {
         "ok" => INIT | FINI,
         "fail" => ALL & !FINI,
         "pipe" => RECV | PIPE,
+        "vcl" => RECV,
         _ => return None,
     })
 }
 
 /// Legal action names per sub, for hints.
 pub(crate) fn legal_actions(sub: Sub) -> Vec<&'static str> {
-    const NAMES: [&str; 14] = [
+    const NAMES: [&str; 15] = [
         "hash", "lookup", "pass", "purge", "synth", "restart", "deliver", "fetch", "retry", "abandon",
-        "error", "ok", "fail", "pipe",
+        "error", "ok", "fail", "pipe", "vcl",
     ];
     NAMES
         .iter()

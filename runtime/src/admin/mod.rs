@@ -9,6 +9,11 @@
 //! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban) |
 //! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}`; 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
+//! | `GET /vcl` | the loaded policies and labels (`vcl.list`): JSON, or varnishadm's table with `?format=text` |
+//! | `POST /vcl/load?name=N&path=FILE` | loads FILE as policy N, not active (`vcl.load`); 422 with the diagnostics |
+//! | `POST /vcl/use?name=N` | new requests start on policy N (`vcl.use`; an older one is the rollback) |
+//! | `POST /vcl/label?label=L&name=N` | `return (vcl(L))` goes to policy N (`vcl.label`) |
+//! | `POST /vcl/discard?name=N` | removes policy or label N (`vcl.discard`); dropped when its last request ends |
 //!
 //! Successes are JSON; errors are `text/plain` with the message or rendered diagnostics.
 //! With a token file (required when the listener is not loopback), every request must carry
@@ -185,6 +190,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("/purge", "POST"),
     ("/ban", "POST"),
     ("/reload", "POST"),
+    ("/vcl", "GET, HEAD"),
+    ("/vcl/load", "POST"),
+    ("/vcl/use", "POST"),
+    ("/vcl/label", "POST"),
+    ("/vcl/discard", "POST"),
 ];
 
 async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -235,6 +245,10 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             Ok(generation) => json(StatusCode::OK, json!({ "generation": generation })),
             Err(failure) => text(StatusCode::UNPROCESSABLE_ENTITY, &with_newline(failure.message)),
         },
+        "/vcl" if read => vcl_list(state, request.uri().query().unwrap_or("")),
+        "/vcl/load" | "/vcl/use" | "/vcl/label" | "/vcl/discard" if post => {
+            vcl_command(state, &path, request.uri().query().unwrap_or("")).await
+        }
         _ => match ROUTES.iter().find(|(route, _)| *route == path) {
             Some((_, allow)) => {
                 let mut response = text(StatusCode::METHOD_NOT_ALLOWED, &format!("{path} accepts {allow}\n"));
@@ -250,6 +264,56 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
 }
 
 // === handlers ===
+
+/// `GET /vcl`: `vcl.list`.
+fn vcl_list(state: &State, query: &str) -> Response<Full<Bytes>> {
+    let rows = state.reloader.policies().list();
+    match query_param(query, "format").as_deref() {
+        Some("text") => text(StatusCode::OK, &crate::reload::render_list(&rows)),
+        _ => json(StatusCode::OK, json!({ "vcl": rows })),
+    }
+}
+
+/// `POST /vcl/load|use|label|discard`: Varnish's `vcl.*` commands; 422 when refused.
+async fn vcl_command(state: &State, path: &str, query: &str) -> Response<Full<Bytes>> {
+    let param = |name: &str| query_param(query, name).filter(|value| !value.is_empty());
+    let Some(name) = param("name") else {
+        return text(StatusCode::BAD_REQUEST, &format!("{path} needs ?name=NAME\n"));
+    };
+    let policies = state.reloader.policies();
+    let done = match path {
+        "/vcl/load" => {
+            let Some(file) = param("path") else {
+                return text(StatusCode::BAD_REQUEST, "/vcl/load needs ?name=NAME&path=FILE\n");
+            };
+            state
+                .reloader
+                .vcl_load(&name, file.into())
+                .await
+                .map(|generation| json!({ "loaded": name, "generation": generation }))
+        }
+        "/vcl/use" => policies.use_policy(&name).map(|()| json!({ "active": name })),
+        "/vcl/label" => {
+            let Some(label) = param("label") else {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "/vcl/label needs ?label=LABEL&name=NAME\n",
+                );
+            };
+            policies
+                .label(&label, &name)
+                .map(|()| json!({ "label": label, "name": name }))
+        }
+        _ => policies.discard(&name).map(|()| json!({ "discarded": name })),
+    };
+    match done {
+        Ok(value) => {
+            tracing::info!(command = path, name = %name, "vcl command done");
+            json(StatusCode::OK, value)
+        }
+        Err(error) => text(StatusCode::UNPROCESSABLE_ENTITY, &with_newline(error.to_string())),
+    }
+}
 
 fn status(state: &State) -> Value {
     let version = state.active.load_full();

@@ -2,7 +2,8 @@
 //! then the PROXY header when the backend has `.proxy_header`, then the TLS handshake when it
 //! has `.ssl` (the PROXY header goes first, in the clear, as HAProxy's `accept-proxy` and
 //! nginx's `proxy_protocol` expect it). The pooled client calls [`OriginConnector`]; probes
-//! call [`OriginConnector::open`] on a stream of their own.
+//! and pipes call [`OriginConnector::connect_tcp`] and [`OriginConnector::open`]. Every
+//! connection goes to the backend's current [`Addresses`], never to a lookup of its own.
 
 use std::future::Future;
 use std::io;
@@ -19,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+use super::addresses::Addresses;
 use super::tls::{HandshakeError, OriginTls};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -27,20 +29,27 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub(super) struct OriginConnector {
     backend: Arc<str>,
-    tcp: HttpConnector,
+    addresses: Addresses,
+    tcp: HttpConnector<Addresses>,
     tls: Option<OriginTls>,
     /// The PROXY header every connection starts with.
     proxy_header: Option<Bytes>,
 }
 
 impl OriginConnector {
-    pub fn new(backend: &str, connect_timeout: Duration, tls: Option<OriginTls>) -> OriginConnector {
-        let mut tcp = HttpConnector::new();
+    pub fn new(
+        backend: &str,
+        addresses: Addresses,
+        connect_timeout: Duration,
+        tls: Option<OriginTls>,
+    ) -> OriginConnector {
+        let mut tcp = HttpConnector::new_with_resolver(addresses.clone());
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(connect_timeout));
         tcp.enforce_http(true);
         OriginConnector {
             backend: backend.into(),
+            addresses,
             tcp,
             tls,
             proxy_header: None,
@@ -53,6 +62,11 @@ impl OriginConnector {
             proxy_header: Some(header),
             ..self.clone()
         }
+    }
+
+    /// A TCP connection to one of the backend's addresses (tried in [`Addresses::connect_order`]).
+    pub async fn connect_tcp(&self) -> io::Result<TcpStream> {
+        TcpStream::connect(&self.addresses.connect_order()[..]).await
     }
 
     /// Makes `tcp` a connection to the origin: the PROXY header, then TLS.

@@ -9,9 +9,11 @@
 //! ends. Failures come back as a [`BackendError`] naming the backend and the stage that failed;
 //! the proxy decides what the client sees. A backend with a `.probe` polls its origin in the
 //! background ([`probe`]) and reports [`Backend::healthy`] as Varnish does ([`health`]); it is
-//! the caller (a director, the proxy) that decides what to do with a sick backend. This module
+//! the caller (a director, the proxy) that decides what to do with a sick backend. A backend
+//! whose `.host` is a name follows what the name resolves to ([`addresses`]). This module
 //! never touches the cache or the policy.
 
+mod addresses;
 mod admission;
 mod connector;
 mod error;
@@ -28,6 +30,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -38,6 +41,8 @@ use crate::cache::body::BoxError;
 use crate::config::BackendTimeouts;
 use crate::telemetry::BackendStats;
 
+pub use addresses::Dns;
+use addresses::{Addresses, Refresher};
 use admission::InFlight;
 use connector::OriginConnector;
 pub use error::{BackendError, FailureKind, Stage};
@@ -68,15 +73,25 @@ pub struct BackendOptions {
     pub tls: Option<TlsOptions>,
     /// `.proxy_header = 1|2;`: the PROXY protocol version each connection starts with.
     pub proxy_header: Option<u8>,
+    /// How a `.host` name is looked up, at set-up and every `--dns-ttl` after.
+    pub dns: Dns,
 }
 
 /// How requests get a connection.
 enum Connections {
-    /// A keep-alive pool.
-    Pooled(Box<Client<OriginConnector, OutgoingBody>>),
+    /// A keep-alive pool; a new one when the backend's name resolves to new addresses.
+    Pooled(Arc<ArcSwap<PooledClient>>),
     /// `.proxy_header`: a new connection for each request, starting with a PROXY header of
     /// this version naming the request's client.
     OnePerRequest { proxy_header: u8 },
+}
+
+type PooledClient = Client<OriginConnector, OutgoingBody>;
+
+fn pooled_client(connector: &OriginConnector) -> PooledClient {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector.clone())
 }
 
 /// One origin server. Clones share the connection pool, counters and health; the probe task
@@ -97,6 +112,9 @@ struct Inner {
     stats: Arc<BackendStats>,
     /// With a probe: its state, and the task feeding it (aborted when this is dropped).
     health: Option<(Arc<Health>, probe::Prober)>,
+    addresses: Addresses,
+    /// With a `.host` name: the task looking it up again (aborted when this is dropped).
+    _refresher: Option<Refresher>,
 }
 
 // === impl Backend ===
@@ -129,15 +147,19 @@ impl Backend {
         }
     }
 
-    /// A backend called `name` at `address` (`host:port`). With a probe it starts probing at
-    /// once, on the current tokio runtime (an error when there is none).
+    /// A backend called `name` at `address` (`host:port`). A host name is resolved now (an
+    /// error naming it when it does not resolve) and, on the current tokio runtime, again
+    /// every `options.dns.ttl`. With a probe it starts probing at once, on the current tokio
+    /// runtime (an error when there is none).
     pub fn new(name: &str, address: &str, options: BackendOptions) -> Result<Backend, String> {
         let authority: http::uri::Authority = address
             .parse()
             .map_err(|_| format!("`{address}` is not HOST:PORT"))?;
-        if authority.port_u16().is_none() {
+        let Some(port) = authority.port_u16() else {
             return Err(format!("`{address}` has no port"));
-        }
+        };
+        let addresses = Addresses::resolve(authority.host(), port, &options.dns)
+            .map_err(|error| format!("`.host`: {error}"))?;
         let host_header = options
             .host_header
             .as_deref()
@@ -157,14 +179,38 @@ impl Backend {
             .map(|tls| tls::OriginTls::new(tls, &server_name))
             .transpose()
             .map_err(|error| format!("TLS: {error}"))?;
-        let connector = OriginConnector::new(name, options.timeouts.connect, tls);
+        let connector = OriginConnector::new(name, addresses.clone(), options.timeouts.connect, tls);
         let connections = match options.proxy_header {
             Some(proxy_header) => Connections::OnePerRequest { proxy_header },
-            None => Connections::Pooled(Box::new(
-                Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(30))
-                    .build(connector.clone()),
-            )),
+            None => Connections::Pooled(Arc::new(ArcSwap::from_pointee(pooled_client(&connector)))),
+        };
+        let refresher = match (
+            &connections,
+            addresses.name(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            (connections, Some(_), Ok(runtime)) => {
+                // Idle connections to addresses that went away must not be reused.
+                let pool = match connections {
+                    Connections::Pooled(pool) => Some((Arc::downgrade(pool), connector.clone())),
+                    Connections::OnePerRequest { .. } => None,
+                };
+                let renew = move || {
+                    if let Some((pool, connector)) = &pool {
+                        if let Some(pool) = pool.upgrade() {
+                            pool.store(Arc::new(pooled_client(connector)));
+                        }
+                    }
+                };
+                Some(Refresher::spawn(
+                    &runtime,
+                    name,
+                    addresses.clone(),
+                    options.dns.clone(),
+                    renew,
+                ))
+            }
+            _ => None,
         };
         let stats = Arc::<BackendStats>::default();
         let health = match &options.probe {
@@ -199,8 +245,15 @@ impl Backend {
                 host_header,
                 stats,
                 health,
+                addresses,
+                _refresher: refresher,
             }),
         })
+    }
+
+    /// The addresses connections go to now: `.host` itself, or what its name resolved to last.
+    pub fn resolved(&self) -> Vec<std::net::SocketAddr> {
+        self.inner.addresses.current()
     }
 
     pub fn name(&self) -> &str {
@@ -285,8 +338,12 @@ impl Backend {
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
         let unpooled;
+        let pooled;
         let client = match &inner.connections {
-            Connections::Pooled(pooled) => pooled,
+            Connections::Pooled(pool) => {
+                pooled = pool.load_full();
+                &*pooled
+            }
             Connections::OnePerRequest { proxy_header } => {
                 let header = proxy_header::encode(*proxy_header, request.extensions().get());
                 // Keeps no idle connection: the one it opens closes after this exchange.

@@ -9,7 +9,6 @@ use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use super::admission::InFlight;
 use super::{proxy_header, Backend, BackendError, Connections, FailureKind, OutgoingBody, Stage, TimedBody};
@@ -105,12 +104,7 @@ impl Backend {
             .fetches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let timeouts = inner.options.timeouts;
-        let stream = match tokio::time::timeout(
-            timeouts.connect,
-            TcpStream::connect(inner.authority.as_str()),
-        )
-        .await
-        {
+        let stream = match tokio::time::timeout(timeouts.connect, inner.connector.connect_tcp()).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(error)) => {
                 return Err(self.failed(BackendError::new(

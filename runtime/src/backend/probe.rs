@@ -15,7 +15,6 @@ use std::time::{Duration, SystemTime};
 
 use policy_lang::ProbeDecl;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -42,7 +41,8 @@ impl Drop for Prober {
 /// Where and how to probe.
 pub(super) struct Target {
     pub backend: String,
-    /// `host:port`, resolved at each probe.
+    /// `host:port` as written (for the log); the connection goes to the backend's current
+    /// addresses.
     pub address: String,
     /// `Host` header of the default request (the host part of the address, as Varnish uses
     /// `.host` when there is no `.host_header`).
@@ -74,12 +74,7 @@ async fn run(target: Target, health: Arc<Health>, stats: Arc<BackendStats>) {
         let probe = &target.probe;
         let result = match tokio::time::timeout(
             probe.timeout,
-            poke(
-                &target.address,
-                &target.connector,
-                &request,
-                probe.expected_response,
-            ),
+            poke(&target.connector, &request, probe.expected_response),
         )
         .await
         {
@@ -143,13 +138,8 @@ pub(super) fn request(probe: &ProbeDecl, host: &str) -> Vec<u8> {
 }
 
 /// One probe exchange: `Ok` when the status is `expected`, else why not.
-async fn poke(
-    address: &str,
-    connector: &OriginConnector,
-    request: &[u8],
-    expected: u16,
-) -> Result<(), String> {
-    let tcp = TcpStream::connect(address).await.map_err(describe)?;
+async fn poke(connector: &OriginConnector, request: &[u8], expected: u16) -> Result<(), String> {
+    let tcp = connector.connect_tcp().await.map_err(describe)?;
     let mut stream = connector
         .open(tcp)
         .await

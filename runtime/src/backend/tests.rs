@@ -47,6 +47,7 @@ fn options(max_connections: Option<u32>, probe: Option<ProbeDecl>) -> BackendOpt
         host_header: None,
         tls: None,
         proxy_header: None,
+        dns: Default::default(),
     }
 }
 

@@ -21,6 +21,8 @@
 //! max_connections = 10000           # open client connections
 //! pipe_timeout = "60s"              # a pipe (WebSocket) with no byte either way is closed
 //! max_pipes = 5000                  # pipes open at once; past it 503
+//! dns_ttl = "30s"                   # backend .host names are looked up again this often
+//! hosts_file = "hosts"              # /etc/hosts-style names, looked up before DNS
 //! purge_allow = ["127.0.0.1/8", "::1"]
 //! invalidate_on_unsafe = "allowed"  # who evicts by POST/PUT/DELETE/...: "all", "allowed" (purge_allow), "off"
 //! cache_status_header = "X-Cache"
@@ -106,6 +108,8 @@ pub struct FileConfig {
     max_connections: Option<usize>,
     pipe_timeout: Option<Quantity>,
     max_pipes: Option<usize>,
+    dns_ttl: Option<Quantity>,
+    hosts_file: Option<PathBuf>,
     purge_allow: Option<Vec<String>>,
     invalidate_on_unsafe: Option<String>,
     cache_status_header: Option<String>,
@@ -274,6 +278,10 @@ impl FileConfig {
         duration("pipe_timeout", self.pipe_timeout, &mut config.pipe_timeout)?;
         if let Some(max) = self.max_pipes {
             config.max_pipes = max;
+        }
+        duration("dns_ttl", self.dns_ttl, &mut config.dns_ttl)?;
+        if let Some(hosts_file) = self.hosts_file {
+            config.hosts_file = Some(base_dir.join(hosts_file));
         }
         duration(
             "hit_for_pass_ttl",

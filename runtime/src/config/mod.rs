@@ -324,6 +324,12 @@ pub struct Config {
     /// client and an origin connection, outside `max_connections` once it is a tunnel.
     /// Default 5,000.
     pub max_pipes: usize,
+    /// How often a backend whose `.host` is a name is looked up again (`--dns-ttl`); new
+    /// addresses take new connections without a reload. Default 30 s.
+    pub dns_ttl: Duration,
+    /// `--hosts-file FILE`: names looked up here (`/etc/hosts` format, read at every lookup)
+    /// before the system resolver, for backend `.host` names and ACL entries. Default `None`.
+    pub hosts_file: Option<PathBuf>,
     /// Request head size limits (Varnish's `http_req_hdr_len`, `http_req_size`).
     pub request_limits: RequestLimits,
     /// HTTP/2 stream and reset caps per connection.
@@ -398,6 +404,8 @@ impl Default for Config {
             max_connections: 10_000,
             pipe_timeout: Duration::from_secs(60),
             max_pipes: 5_000,
+            dns_ttl: Duration::from_secs(30),
+            hosts_file: None,
             request_limits: RequestLimits::default(),
             h2_limits: H2Limits::default(),
             purge_allow: vec![
@@ -462,6 +470,13 @@ impl Config {
                 "max_pipes (--max-pipes)",
                 format!("{} pipes", self.max_pipes),
                 format!("1 to {MAX_CONNECTIONS}"),
+            ));
+        }
+        if self.dns_ttl.is_zero() {
+            return Err(ConfigError::new(
+                "dns_ttl (--dns-ttl)",
+                "0 would look backend names up without pause",
+                "a duration above 0, e.g. 30s",
             ));
         }
         for (key, timeout) in [

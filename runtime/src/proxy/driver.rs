@@ -71,7 +71,7 @@ pub(crate) async fn handle(
         });
     let (response, cache) = match (refused, &version.policy) {
         (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
-        (None, Some(program)) => vcl_route(&shared, &version, program, client, request, xid).await,
+        (None, Some(program)) => vcl_route(&shared, &version, program, client, request, xid, true).await,
         (None, None) => route(&shared, &version, client, request).await,
     };
     let mut response = commit::started(response).await;
@@ -462,7 +462,9 @@ impl PolicyHooks for VclHooks<'_> {
 // === with a policy ===
 
 /// The VCL state machine of a client request: `vcl_recv`, then hash + lookup, pass, purge or
-/// synth, then `vcl_deliver` (or `vcl_synth`), with `restart` starting over.
+/// synth, then `vcl_deliver` (or `vcl_synth`), with `restart` starting over, and
+/// `return (vcl(LABEL))` (when `may_switch`: the active policy's first `vcl_recv`) starting
+/// over in the labelled policy.
 async fn vcl_route(
     shared: &Arc<Shared>,
     version: &Arc<Version>,
@@ -470,8 +472,11 @@ async fn vcl_route(
     client: SocketAddr,
     request: Request<Incoming>,
     xid: i64,
+    may_switch: bool,
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
+    // As Varnish, the labelled policy gets the request as received (a rollback).
+    let mut received = (may_switch && version.switches_labels).then(|| parts.clone());
     let had_body = !http_body::Body::is_end_stream(&body);
     let mut body = Some(body);
     let mut session = ClientSession::new(parts, client, version, xid);
@@ -569,6 +574,34 @@ async fn vcl_route(
                     )
                 }
                 Action::PluginResponse { .. } => break Step::PluginAnswered,
+                Action::Vcl { label } => {
+                    let first_pass = session.restarts == 0;
+                    let target = shared.labels.get(&label);
+                    match (first_pass, target, received.take(), body.take()) {
+                        (true, Some(target), Some(parts), Some(body)) => {
+                            let Some(labelled) = target.policy.as_ref() else {
+                                break Step::Synth(503, Some(format!("label `{label}` has no policy")));
+                            };
+                            let request = Request::from_parts(parts, body);
+                            return Box::pin(vcl_route(
+                                shared, &target, labelled, client, request, xid, false,
+                            ))
+                            .await;
+                        }
+                        (false, ..) => {
+                            let detail =
+                                "return (vcl(...)) is only allowed on the first pass through vcl_recv";
+                            break Step::Synth(503, Some(detail.to_string()));
+                        }
+                        (true, None, ..) => {
+                            break Step::Synth(503, Some(format!("no policy is labelled `{label}`")))
+                        }
+                        _ => {
+                            let detail = format!("`{label}` is a label here, but labels do not nest");
+                            break Step::Synth(503, Some(detail));
+                        }
+                    }
+                }
                 other => {
                     let detail = format!(
                         "the policy returned {} here, which edgecache cannot do",

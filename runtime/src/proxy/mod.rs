@@ -59,6 +59,8 @@ pub(crate) use vcl::ListenerName;
 pub(crate) struct Shared {
     /// The configuration version new requests start on (`reload` swaps it, `admin` reads it).
     pub active: Arc<ArcSwap<Version>>,
+    /// The policies labels point to, for `return (vcl(LABEL))` (`reload` writes them).
+    pub labels: Arc<crate::reload::Labels>,
     pub stats: Arc<Stats>,
     /// Request durations for `/metrics`.
     pub latency: RequestLatency,
@@ -93,6 +95,7 @@ impl Shared {
         let stats = Arc::new(Stats::default());
         Shared {
             active: Arc::new(ArcSwap::from_pointee(version)),
+            labels: Arc::default(),
             cache: SharedCache::new(config, stats.clone()),
             stats,
             latency,

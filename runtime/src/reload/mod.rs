@@ -14,7 +14,11 @@
 //!
 //! This is the only module that writes `Shared::active` after start. The cache lives outside
 //! versions, so every stored object survives a reload.
+//!
+//! Several policies may be loaded at once (`vcl.load`, [`policies`]): each has a reloader of
+//! its own, watching its own files; the one above reloads the policy given at start (`boot`).
 
+mod policies;
 mod watch;
 
 use std::path::PathBuf;
@@ -23,11 +27,14 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use arc_swap::ArcSwap;
+
 use crate::config::Config;
-use crate::proxy::Shared;
 use crate::version::Version;
 use crate::StartError;
 
+use policies::BOOT;
+pub(crate) use policies::{render_list, Labels, Policies, VclError};
 pub(crate) use watch::{spawn as spawn_watcher, Watchable};
 
 /// What asked for a reload.
@@ -94,8 +101,11 @@ struct State {
 
 /// Runs reloads, one at a time, and remembers how they went.
 pub(crate) struct Reloader {
+    /// Its `policy` is the file of this reloader's policy.
     config: Config,
-    shared: Arc<Shared>,
+    /// The policy this reloader reloads ([`BOOT`] for the one given at start).
+    name: Arc<str>,
+    policies: Arc<Policies>,
     one_at_a_time: tokio::sync::Mutex<()>,
     state: parking_lot::Mutex<State>,
     /// Also run on a reload that is not the policy watcher's (SIGHUP, `POST /reload`, the
@@ -112,16 +122,24 @@ impl std::fmt::Debug for Reloader {
 }
 
 impl Reloader {
-    /// A reloader for the version `shared` serves now. Reads the policy files once to
+    /// A reloader for the version `active` serves now (the [`BOOT`] policy); it writes
+    /// `active`, and `labels` for the policies loaded later. Reads the policy files once to
     /// fingerprint them (a change between the start-up load and this read is caught by the
     /// next event or reload).
-    pub fn new(config: &Config, shared: Arc<Shared>) -> Reloader {
-        let active = shared.active.load_full();
-        let files = watched_files(config, &active);
+    pub fn new(config: &Config, active: Arc<ArcSwap<Version>>, labels: Arc<Labels>) -> Reloader {
+        let policies = Arc::new(Policies::new(active, labels, config.policy.clone()));
+        Reloader::for_policy(config.clone(), Arc::from(BOOT), policies)
+    }
+
+    /// The reloader of the policy `name` of `policies`, whose file is `config.policy`.
+    fn for_policy(config: Config, name: Arc<str>, policies: Arc<Policies>) -> Reloader {
+        let current = policies.version(&name).expect("the policy is registered first");
+        let files = watched_files(&config, &current);
         let fingerprint = config.policy.as_ref().map(|_| fingerprint(&files));
         Reloader {
-            config: config.clone(),
-            shared,
+            config,
+            name,
+            policies,
             one_at_a_time: tokio::sync::Mutex::new(()),
             state: parking_lot::Mutex::new(State {
                 status: ReloadStatus {
@@ -143,7 +161,13 @@ impl Reloader {
     /// or the failure (already logged at error level). Waits for a reload in progress first.
     pub async fn reload(&self, trigger: Trigger) -> Result<u64, ReloadFailure> {
         let _turn = self.one_at_a_time.lock().await;
-        let active = self.shared.active.load_full();
+        let Some(active) = self.policies.version(&self.name) else {
+            return Err(ReloadFailure {
+                at: SystemTime::now(),
+                trigger,
+                message: format!("policy `{}` was discarded", self.name),
+            });
+        };
         let config = self.config.clone();
         let generation = active.generation + 1;
         let started = std::time::Instant::now();
@@ -185,12 +209,13 @@ impl Reloader {
                     .as_ref()
                     .map(|source| source.files.join(", "))
                     .unwrap_or_default();
-                self.shared.active.store(Arc::new(version));
+                self.policies.installed(&self.name, Arc::new(version));
                 state.status.ok += 1;
                 state.status.failing = false;
                 state.status.active_sha256 = self.config.policy.as_ref().map(|_| hex(&fingerprint));
                 state.attempted = Some(fingerprint);
                 tracing::info!(
+                    policy = %self.name,
                     generation,
                     trigger = trigger.as_str(),
                     files = %files,
@@ -238,7 +263,53 @@ impl Reloader {
 
     /// The policy file and every file it includes, as the active version read them.
     fn watched_files(&self) -> Vec<PathBuf> {
-        watched_files(&self.config, &self.shared.active.load())
+        match self.policies.version(&self.name) {
+            Some(version) => watched_files(&self.config, &version),
+            None => Vec::new(),
+        }
+    }
+
+    /// The loaded policies, the active one and the labels (`vcl.*`).
+    pub fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
+    /// `vcl.load NAME FILE`: reads, checks and compiles `path` as the policy `name`, not
+    /// active (`vcl.use` makes it so), reloaded from then on when its files change (when the
+    /// policy files are watched). Returns its generation (1).
+    pub async fn vcl_load(&self, name: &str, path: PathBuf) -> Result<u64, VclError> {
+        self.policies.check_new_name(name)?;
+        let config = Config {
+            policy: Some(path.clone()),
+            ..self.config.clone()
+        };
+        let loading = config.clone();
+        let loaded = tokio::task::spawn_blocking(move || Version::load(&loading, 1, None))
+            .await
+            .map_err(|error| VclError::Load(format!("the load task failed: {error}")))?;
+        let version = loaded.map_err(|error| {
+            VclError::Load(match error {
+                StartError::Policy { rendered, .. } => rendered,
+                other => other.to_string(),
+            })
+        })?;
+        let generation = version.generation;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let watching = config.watch_policy.then_some(stop);
+        self.policies
+            .add(name, path.clone(), Arc::new(version), watching)?;
+        let name: Arc<str> = Arc::from(name);
+        let policies = self.policies.clone();
+        let reloader =
+            tokio::task::spawn_blocking(move || Arc::new(Reloader::for_policy(config, name, policies)))
+                .await
+                .map_err(|error| VclError::Load(format!("the load task failed: {error}")))?;
+        if reloader.config.watch_policy {
+            if let Err(error) = spawn_watcher(reloader, stopped) {
+                tracing::error!(%error, path = %path.display(), "the loaded policy's files are not watched");
+            }
+        }
+        Ok(generation)
     }
 }
 

@@ -46,17 +46,6 @@ impl Lowerer<'_> {
                 );
                 return Some(Stmt::Return(Ret::Const(Action::Pass)));
             }
-            "vcl" => {
-                self.sink.push(
-                    Diagnostic::new(
-                        Code::Unsupported,
-                        a.span,
-                        "`return (vcl(...))` is not supported by edgecache",
-                    )
-                    .label("VCL labels are not available"),
-                );
-                return None;
-            }
             _ => {}
         }
         let Some(allowed) = sub::action_mask(name) else {
@@ -96,7 +85,7 @@ impl Lowerer<'_> {
             );
             return None;
         }
-        let takes_args = matches!(name, "synth" | "error" | "fail") || hit_for_pass;
+        let takes_args = matches!(name, "synth" | "error" | "fail" | "vcl") || hit_for_pass;
         if !takes_args && a.args.is_some() {
             let hint = "this action takes no arguments";
             self.sink.push(
@@ -167,6 +156,26 @@ impl Lowerer<'_> {
             "abandon" => Action::Abandon,
             "ok" => Action::Ok,
             "pipe" => Action::Pipe,
+            "vcl" => {
+                let label = match args {
+                    [arg] if arg.name.is_none() => match &arg.value.kind {
+                        ast::ExprKind::Name(label) if !label.contains('.') => Some(label),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let Some(label) = label else {
+                    self.sink.push(
+                        Diagnostic::new(Code::BadArguments, a.span, "`vcl(...)` takes one label name")
+                            .label("expected a label, e.g. `return (vcl(site_a));`")
+                            .hint("a label is made with `edgecache admin vcl label LABEL NAME` (Varnish's `vcl.label`)"),
+                    );
+                    return None;
+                };
+                Action::Vcl {
+                    label: Arc::from(label.as_str()),
+                }
+            }
             "fail" => {
                 if args.len() > 1 {
                     self.arg_count(a.span, "fail", "at most 1");
