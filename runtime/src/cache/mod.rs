@@ -2,7 +2,8 @@
 //!
 //! `rules` holds the RFC 9111 decisions as pure functions; `store` keeps objects in moka,
 //! bounded in bytes; `coalesce` makes concurrent misses for one key share one origin fetch and
-//! remembers uncacheable keys (hit-for-pass); `bans` tests stored objects against the ban list;
+//! remembers uncacheable keys (hit-for-pass); `fill` reads one origin body into the cache and
+//! its coalesced readers; `bans` tests stored objects against the ban list;
 //! `state` names the cache outcome of a request. [`SharedCache`] is the handle the request path
 //! and the admin API both hold. This module never calls the proxy, the policy or a backend: the
 //! proxy drives it.
@@ -23,6 +24,7 @@ use store::Store;
 mod bans;
 pub(crate) mod body;
 pub(crate) mod coalesce;
+pub(crate) mod fill;
 pub(crate) mod key;
 pub(crate) mod object;
 pub(crate) mod rules;

@@ -19,8 +19,10 @@ use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
 use super::commit;
-use super::fetch::{self, Route};
+use super::fetch;
+use super::relay;
 use super::request_checks;
+use super::route::Route;
 use super::vcl::{self, ClientResponse, ClientSession};
 use super::ClientTls;
 use super::{bereq, builtin};
@@ -158,48 +160,23 @@ async fn route(
     request: Request<Incoming>,
 ) -> (Response<ProxyBody>, CacheState) {
     let (parts, body) = request.into_parts();
-    let route = Route::pick(version, None);
+    let route = Route::pick(shared, version, client, None);
     if parts.method.as_str() == "PURGE" {
         return (purge(shared, client, &parts), CacheState::Synth);
     }
     if pipe::is_websocket_upgrade(&parts) {
         let bereq = bereq::pipe(&parts, client.ip());
         let mut parts = parts;
-        return piped(
-            shared,
-            route,
-            &mut parts,
-            bereq,
-            streamed(body, shared.body_timeout),
-        )
-        .await;
+        return piped(route, &mut parts, bereq, streamed(body, shared.body_timeout)).await;
     }
     if builtin::passes(&parts) {
         return (
-            fetch::pass(
-                shared,
-                version,
-                route,
-                client,
-                &parts,
-                streamed(body, shared.body_timeout),
-            )
-            .await,
+            relay::pass(route, &parts, streamed(body, shared.body_timeout)).await,
             CacheState::Pass,
         );
     }
     let key = builtin::vcl_hash(&parts);
-    match lookup(
-        shared,
-        version,
-        route,
-        client,
-        &parts,
-        key,
-        &mut Builtin::default(),
-    )
-    .await
-    {
+    match lookup(route, &parts, key, &mut Builtin::default()).await {
         Ok(served) => served,
         Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
     }
@@ -208,14 +185,13 @@ async fn route(
 /// Pipes `bereq` to the route's backend; the client's `OnUpgrade` (present when it asked to
 /// upgrade) lets a `101` turn its connection into the tunnel.
 async fn piped(
-    shared: &Arc<Shared>,
     route: Route<'_>,
     request: &mut Parts,
     bereq: Parts,
     body: OutgoingBody,
 ) -> (Response<ProxyBody>, CacheState) {
     let upgrade = request.extensions.remove::<hyper::upgrade::OnUpgrade>();
-    pipe::pipe(shared, route.backend, bereq, upgrade, body).await
+    pipe::pipe(route.shared, route.backend, bereq, upgrade, body).await
 }
 
 /// `PURGE`: removes every variant of the URL, for clients in the allow list.
@@ -240,14 +216,12 @@ fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<Proxy
 /// Looks `key` up and answers from the cache, from a fetch another request leads, or from the
 /// origin.
 async fn lookup(
-    shared: &Arc<Shared>,
-    version: &Arc<Version>,
     route: Route<'_>,
-    client: SocketAddr,
     request: &Parts,
     key: CacheKey,
     hooks: &mut (dyn PolicyHooks + Send),
 ) -> Looked {
+    let shared = route.shared;
     let wanted = RequestDirectives::from_headers(&request.headers);
     let ignore_request = shared.ignore_request_cache_control;
     if shared.cache.coalescer.is_pass_only(&key) {
@@ -288,15 +262,7 @@ async fn lookup(
                         ignore_request,
                     );
                     grant.map(|_| {
-                        fetch::refresh_in_background(
-                            shared,
-                            version,
-                            route,
-                            client,
-                            request,
-                            key.clone(),
-                            object.clone(),
-                        );
+                        fetch::refresh_in_background(route, request, key.clone(), object.clone());
                         CacheState::Stale
                     })
                 }
@@ -322,7 +288,7 @@ async fn lookup(
             if let Some(action) = hooks.miss() {
                 return Err(action);
             }
-            return Ok(fetch::miss(shared, version, route, client, request.clone(), key, None, stored).await);
+            return Ok(fetch::miss(route, request.clone(), key, None, stored).await);
         }
         match shared.cache.coalescer.join(&key) {
             Join::Leader(leader) => {
@@ -337,9 +303,7 @@ async fn lookup(
                     return Err(action);
                 }
                 let parts = request.clone();
-                return Ok(
-                    fetch::miss(shared, version, route, client, parts, key, Some(leader), stored).await,
-                );
+                return Ok(fetch::miss(route, parts, key, Some(leader), stored).await);
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
                 FetchOutcome::Streaming { head, rule, body } => {
@@ -356,8 +320,7 @@ async fn lookup(
                     }
                 }
                 FetchOutcome::Uncacheable => {
-                    let response =
-                        fetch::pass(shared, version, route, client, request, bereq::empty_body()).await;
+                    let response = relay::pass(route, request, bereq::empty_body()).await;
                     return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
@@ -365,7 +328,7 @@ async fn lookup(
         }
     }
     let stored = shared.cache.store.lookup(&key, &request.headers);
-    Ok(fetch::miss(shared, version, route, client, request.clone(), key, None, stored).await)
+    Ok(fetch::miss(route, request.clone(), key, None, stored).await)
 }
 
 /// A lookup's result: a response, or the policy's `vcl_hit` / `vcl_miss` sending the request
@@ -492,24 +455,23 @@ async fn vcl_route(
                     session.obj_hits = 0;
                     (session.hit_miss, session.hit_pass) = (false, false);
                     let key = vcl_key(program, &mut session);
-                    let route = Route::pick(version, session.backend_hint);
+                    let route = Route::pick(shared, version, client, session.backend_hint);
                     let looked = if session.hash_always_miss {
                         let request = session.req.clone();
-                        Ok(fetch::miss(shared, version, route, client, request, key, None, None).await)
+                        Ok(fetch::miss(route, request, key, None, None).await)
                     } else if program.has_sub(Sub::Hit) || program.has_sub(Sub::Miss) {
                         let request = session.req.clone();
                         let mut hooks = VclHooks {
                             program,
                             session: &mut session,
                         };
-                        lookup(shared, version, route, client, &request, key, &mut hooks).await
+                        lookup(route, &request, key, &mut hooks).await
                     } else {
                         let mut builtin = Builtin {
                             policy: true,
                             ..Builtin::default()
                         };
-                        let looked =
-                            lookup(shared, version, route, client, &session.req, key, &mut builtin).await;
+                        let looked = lookup(route, &session.req, key, &mut builtin).await;
                         session.obj_hits = builtin.obj_hits;
                         session.hit_miss = builtin.hit_miss;
                         session.hit_pass = builtin.hit_pass;
@@ -528,12 +490,12 @@ async fn vcl_route(
                             continue;
                         }
                     }
-                    let route = Route::pick(version, session.backend_hint);
+                    let route = Route::pick(shared, version, client, session.backend_hint);
                     let outgoing = match once(&mut body, had_body, shared) {
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
-                    let response = fetch::pass(shared, version, route, client, &session.req, outgoing).await;
+                    let response = relay::pass(route, &session.req, outgoing).await;
                     break Step::Served(response, CacheState::Pass);
                 }
                 Action::Pipe => {
@@ -547,12 +509,12 @@ async fn vcl_route(
                             continue;
                         }
                     }
-                    let route = Route::pick(version, session.backend_hint);
+                    let route = Route::pick(shared, version, client, session.backend_hint);
                     let outgoing = match once(&mut body, had_body, shared) {
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
-                    let (response, state) = piped(shared, route, &mut session.req, bereq, outgoing).await;
+                    let (response, state) = piped(route, &mut session.req, bereq, outgoing).await;
                     // As Varnish: a pipe's answer is the origin's, vcl_deliver does not see it.
                     break Step::Piped(response, state);
                 }

@@ -1,153 +1,39 @@
-//! Origin fetches: passes (streamed through, never stored) and misses (stored when the response
-//! allows it, streamed to the client and to any coalesced waiters as it arrives).
+//! Cache misses from the origin: the fetch (retries, a 304 that selects nothing), the judgement
+//! of what may be stored and for how long (`vcl_backend_response` with a policy), revalidations
+//! of stale objects, and background refreshes. The body goes into the cache through
+//! `cache::fill`; what is not stored is relayed (`relay`).
 //!
 //! A miss runs in its own task, so a client that goes away does not abort a fetch that others
 //! wait on or that will fill the cache.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http::header::{self, HeaderName};
+use http::header;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
-use http_body::{Body as _, Frame};
-use http_body_util::BodyExt;
+use http_body::Body as _;
 use tokio::sync::oneshot;
 
 use super::attempts::{failure, Attempts, FetchFailure};
-use super::bereq;
+use super::relay::{relay, replacement};
+use super::route::Route;
 use super::vcl::{self, BackendSession};
-use super::{h2_accounting, headers, respond, synth, Shared};
+use super::{bereq, h2_accounting, headers, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
-use crate::cache::body::{ProxyBody, SharedBody};
-use crate::cache::coalesce::{FetchOutcome, Join, Leader};
+use crate::cache::body::ProxyBody;
+use crate::cache::coalesce::{Join, Leader};
+use crate::cache::fill::Fill;
 use crate::cache::key::CacheKey;
 use crate::cache::object::{compact_headers, compact_value, CachedObject, ObjectHead};
 use crate::cache::rules::control::{RequestDirectives, ResponseDirectives};
 use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
-use crate::cache::rules::{self, age, conditional, freshness, invalidate, storable};
+use crate::cache::rules::{self, age, conditional, freshness, storable};
 use crate::cache::state::CacheState;
 use crate::version::Version;
 use policy_lang::{Action, BackendId, Program, Sub};
-
-/// Where a request's fetches go: the backend picked for it and the policy's choice it was
-/// picked from (a backend or a director), which a retry asks again.
-#[derive(Clone, Copy)]
-pub(super) struct Route<'a> {
-    pub backend: &'a Backend,
-    pub hint: Option<BackendId>,
-}
-
-impl<'a> Route<'a> {
-    /// The backend `hint` leads to now (see [`Version::pick`]).
-    pub fn pick(version: &'a Version, hint: Option<BackendId>) -> Route<'a> {
-        Route {
-            backend: version.pick(hint),
-            hint,
-        }
-    }
-}
-
-/// An origin response relayed as it is, minus hop-by-hop fields, plus `Via`.
-/// The targeted cache-control field (RFC 9213 §2) is for this cache alone and is removed too.
-fn relay(
-    response: Response<TimedBody>,
-    head_only: bool,
-    targeted: Option<&HeaderName>,
-) -> Response<ProxyBody> {
-    let (mut parts, body) = response.into_parts();
-    headers::strip_hop_by_hop(&mut parts.headers);
-    if let Some(targeted) = targeted {
-        parts.headers.remove(targeted);
-    }
-    headers::append_via(&mut parts.headers, parts.version);
-    let body = if head_only {
-        ProxyBody::empty()
-    } else {
-        ProxyBody::stream(body)
-    };
-    Response::from_parts(parts, body)
-}
-
-/// Forwards the request, body included, and relays the response; nothing is stored.
-pub(super) async fn pass(
-    shared: &Shared,
-    version: &Arc<Version>,
-    route: Route<'_>,
-    client: SocketAddr,
-    parts: &Parts,
-    body: OutgoingBody,
-) -> Response<ProxyBody> {
-    h2_accounting::origin_fetch_started();
-    let mut bereq = bereq::pass(parts, client.ip(), body);
-    let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
-    loop {
-        let response = match attempts.send(&mut backend, bereq).await {
-            Ok(response) => response,
-            Err(failed) => return failure(failed),
-        };
-        invalidate_after(shared, client.ip(), parts, &response);
-        let (mut head, body) = response.into_parts();
-        if let Some(program) = version.policy_defining(Sub::BackendResponse) {
-            let mut request = parts.clone();
-            let mut session = BackendSession::new(&mut request, backend.name(), true);
-            session.version = Some(version);
-            session.retries = attempts.retries;
-            session.beresp = Some(&mut head);
-            let action = program.run(Sub::BackendResponse, &mut session);
-            if action == Action::Retry {
-                drop(session);
-                // The response is dropped unread: its connection closes.
-                match attempts.retry(&mut backend) {
-                    Ok(next) => {
-                        bereq = next;
-                        continue;
-                    }
-                    Err(failed) => return failure(failed),
-                }
-            }
-            if let Some(replaced) = replacement(action, &mut session) {
-                return replaced;
-            }
-        }
-        return relay(
-            Response::from_parts(head, body),
-            parts.method == Method::HEAD,
-            shared.targeted(),
-        );
-    }
-}
-
-/// RFC 9111 §4.4: a non-error response to an unsafe method invalidates the stored responses
-/// for the target URI and the same-origin `Location` / `Content-Location`, when
-/// `--invalidate-on-unsafe` lets this client invalidate.
-fn invalidate_after<B>(shared: &Shared, client: IpAddr, request: &Parts, response: &Response<B>) {
-    if !invalidate::is_unsafe(&request.method) || !shared.may_invalidate(client) {
-        return;
-    }
-    let host = request
-        .headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .or_else(|| request.uri.authority().map(|a| a.as_str()));
-    let Some(host) = host else { return };
-    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let Ok(absolute) = format!("http://{host}{target}").parse::<http::Uri>() else {
-        return;
-    };
-    let targets =
-        invalidate::invalidation_targets(&request.method, response.status(), &absolute, response.headers());
-    for uri in targets {
-        let host = uri.authority().map_or(host, |a| a.as_str());
-        let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
-        let key = CacheKey::from_host_and_target(host, target);
-        shared.cache.store.purge(&key);
-        shared.cache.coalescer.clear_hit_for_pass(&key);
-        tracing::debug!(%uri, method = %request.method, "invalidated");
-    }
-}
 
 /// What the fetch task hands the request that started it.
 enum Delivery {
@@ -194,17 +80,14 @@ fn stale_on_error<'a>(
 /// (`stale`, revalidated with a conditional request when it has validators); stores the
 /// response when it may. `leader` is the coalescing role, `None` for keys remembered as
 /// hit-for-pass.
-#[allow(clippy::too_many_arguments)] // A route struct (shared, version, backend, client) is the planned tidy-up.
 pub(super) async fn miss(
-    shared: &Arc<Shared>,
-    version: &Arc<Version>,
     route: Route<'_>,
-    client: SocketAddr,
     parts: Parts,
     key: CacheKey,
     leader: Option<Leader>,
     stale: Option<Arc<CachedObject>>,
 ) -> (Response<ProxyBody>, CacheState) {
+    let Route { shared, client, .. } = route;
     h2_accounting::origin_fetch_started();
     let request = parts.clone();
     let (method, request_headers) = (&request.method, &request.headers);
@@ -213,17 +96,7 @@ pub(super) async fn miss(
         _ => bereq::fill(&parts, client.ip(), stale.as_deref()),
     };
     let (delivered, delivery) = oneshot::channel();
-    let task = FetchTask {
-        shared: shared.clone(),
-        version: version.clone(),
-        backend: route.backend.clone(),
-        hint: route.hint,
-        key,
-        leader,
-        request: parts,
-        client: client.ip(),
-        stale: stale.clone(),
-    };
+    let task = FetchTask::new(route, parts, key, leader, stale.clone());
     tokio::spawn(task.run(bereq, delivered));
     let now = SystemTime::now();
     match delivery.await {
@@ -270,32 +143,19 @@ pub(super) async fn miss(
 /// `stale-while-revalidate`: refreshes a stale object without making anyone wait. At most one
 /// refresh per key runs: when a fetch for the key is already in flight, this does nothing.
 pub(super) fn refresh_in_background(
-    shared: &Arc<Shared>,
-    version: &Arc<Version>,
     route: Route<'_>,
-    client: SocketAddr,
     request: &Parts,
     key: CacheKey,
     stale: Arc<CachedObject>,
 ) {
-    let Join::Leader(leader) = shared.cache.coalescer.join(&key) else {
+    let Join::Leader(leader) = route.shared.cache.coalescer.join(&key) else {
         return;
     };
     h2_accounting::origin_fetch_started();
     let mut request = request.clone();
     request.extensions.insert(vcl::BackgroundFetch);
-    let bereq = bereq::fill(&request, client.ip(), Some(&stale));
-    let task = FetchTask {
-        shared: shared.clone(),
-        version: version.clone(),
-        backend: route.backend.clone(),
-        hint: route.hint,
-        key,
-        leader: Some(leader),
-        request,
-        client: client.ip(),
-        stale: Some(stale),
-    };
+    let bereq = bereq::fill(&request, route.client.ip(), Some(&stale));
+    let task = FetchTask::new(route, request, key, Some(leader), Some(stale));
     // Nobody waits for the answer: the refreshed object lands in the store.
     let (delivered, _) = oneshot::channel();
     tokio::spawn(task.run(bereq, delivered));
@@ -303,10 +163,6 @@ pub(super) fn refresh_in_background(
 
 /// Fields a hit typically adds to the stored ones (see [`FetchTask::judge`]).
 const HIT_FIELDS: usize = 4;
-
-/// What a body too large to store may hold ahead of its slowest reader; the fetch waits for
-/// that reader beyond it.
-const PASS_THROUGH_WINDOW: u64 = 1024 * 1024;
 
 /// Why a fetched response is not stored.
 enum NotStored {
@@ -323,44 +179,48 @@ enum NotStored {
     Retry,
 }
 
-/// What the client gets instead of the origin's response when `vcl_backend_response` ends with
-/// a plugin's local response, `error` (also a fail-closed plugin's failure), `abandon` or
-/// `fail`; `None` for the actions that deliver the origin's response.
-fn replacement(action: Action, session: &mut BackendSession<'_>) -> Option<Response<ProxyBody>> {
-    match action {
-        Action::PluginResponse { .. } => {
-            let local = session.plugins.local.take()?;
-            let mut response = Response::new(ProxyBody::full(local.body));
-            *response.status_mut() = local.status;
-            *response.headers_mut() = local.headers;
-            Some(response)
-        }
-        Action::Error { status, reason } => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            Some(synth::plain(status, &reason))
-        }
-        Action::Abandon | Action::Fail { .. } => Some(synth::plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the policy abandoned the backend response",
-        )),
-        _ => None,
-    }
-}
-
+/// A miss's fetch, owned by its own task.
 struct FetchTask {
     shared: Arc<Shared>,
     version: Arc<Version>,
     backend: Backend,
     /// The policy's backend choice, so that a retry can ask the same director again.
     hint: Option<BackendId>,
-    key: CacheKey,
-    leader: Option<Leader>,
+    /// The key's fill, with the coalescing role.
+    fill: Fill,
     request: Parts,
     client: IpAddr,
     stale: Option<Arc<CachedObject>>,
 }
 
 impl FetchTask {
+    fn new(
+        route: Route<'_>,
+        request: Parts,
+        key: CacheKey,
+        leader: Option<Leader>,
+        stale: Option<Arc<CachedObject>>,
+    ) -> FetchTask {
+        let shared = route.shared;
+        let fill = Fill::new(
+            shared.cache.clone(),
+            key,
+            leader,
+            shared.max_object_size,
+            shared.finish_abandoned_fills,
+        );
+        FetchTask {
+            shared: shared.clone(),
+            version: route.version.clone(),
+            backend: route.backend.clone(),
+            hint: route.hint,
+            fill,
+            request,
+            client: route.client.ip(),
+            stale,
+        }
+    }
+
     async fn run(mut self, mut bereq: Request<OutgoingBody>, delivered: oneshot::Sender<Delivery>) {
         let version = self.version.clone();
         let (mut attempts, backend) = Attempts::start(&version, self.hint, &self.backend, &mut bereq, false);
@@ -421,9 +281,7 @@ impl FetchTask {
                 }
                 (Ok(judged), None) => break (judged, body),
                 (Err(NotStored::Replaced(response)), None) => {
-                    if let Some(leader) = &self.leader {
-                        leader.publish(FetchOutcome::Uncacheable);
-                    }
+                    self.fill.replaced();
                     let _ = delivered.send(Delivery::Replaced(*response));
                     return;
                 }
@@ -438,37 +296,23 @@ impl FetchTask {
                 }
                 (Err(NotStored::Because(reason)), None) => {
                     tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
-                    match &self.leader {
-                        Some(leader) => leader.publish(FetchOutcome::Uncacheable),
-                        None => self.shared.cache.coalescer.mark_hit_for_pass(self.key.clone()),
-                    }
+                    self.fill.uncacheable();
                     let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
                     return;
                 }
             }
         };
         let head = Arc::new(head);
-        // Registered before the fill starts, so the fill knows someone reads it. The length
-        // sizes the body's buffer: only a storable one (a policy may have removed the
-        // `Content-Length` that `judge` checks).
-        let expected = body
-            .size_hint()
-            .exact()
-            .filter(|&length| length <= self.shared.max_object_size);
-        let (sink, reader) = SharedBody::with_reader(expected);
-        if let Some(leader) = &self.leader {
-            leader.publish(FetchOutcome::Streaming {
-                head: head.clone(),
-                rule: Arc::new(rule.clone()),
-                body: sink.clone(),
-            });
-        }
+        // The length is checked again: a policy may have removed the `Content-Length` that
+        // `judge` checks.
+        let (sink, reader) = self.fill.start(&head, &rule, body.size_hint().exact());
         // A requester that left drops the reader with the undelivered message.
         let _ = delivered.send(Delivery::Stored {
             head: head.clone(),
             body: reader,
         });
-        self.fill(body, head, rule, sink).await;
+        let FetchTask { fill, backend, .. } = self;
+        fill.run(body, head, rule, sink, backend.name()).await;
     }
 
     /// One exchange with the origin (retried as [`Attempts::send`] does); `self.backend` ends
@@ -510,19 +354,7 @@ impl FetchTask {
         match judged {
             Ok((head, rule)) => {
                 let object = Arc::new(CachedObject::new(Arc::new(head), stale.body.clone()));
-                if let Some(leader) = &self.leader {
-                    let body = Arc::new(SharedBody::complete(&object.body));
-                    let rule = Arc::new(rule.clone());
-                    leader.publish(FetchOutcome::Streaming {
-                        head: object.head.clone(),
-                        rule,
-                        body,
-                    });
-                }
-                self.shared
-                    .cache
-                    .store
-                    .insert(self.key.clone(), rule, object.clone());
+                self.fill.store_complete(object.clone(), rule);
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
             Err(NotStored::RequestNoStore) => {
@@ -530,7 +362,7 @@ impl FetchTask {
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
             Err(NotStored::Replaced(response)) => {
-                self.shared.cache.store.purge(&self.key);
+                self.fill.purge();
                 let _ = delivered.send(Delivery::Replaced(*response));
             }
             // The merged response forbids storing now (e.g. `no-store` in the 304): serve the
@@ -539,14 +371,12 @@ impl FetchTask {
                 if let NotStored::Because(reason) = not_stored {
                     tracing::debug!(reason, "revalidated object no longer storable");
                 }
-                self.shared.cache.store.purge(&self.key);
+                self.fill.purge();
                 let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
                 let _ = delivered.send(Delivery::Revalidated(object));
             }
         }
-        if let Some(leader) = self.leader {
-            leader.finish();
-        }
+        self.fill.finish();
     }
 
     /// Decides whether a response with `status` and `fields` may be stored and for how long;
@@ -709,93 +539,12 @@ impl FetchTask {
         *fields = std::mem::take(&mut beresp.headers);
         *status = beresp.status;
         if let Some(ttl) = pass_for {
-            self.shared.cache.coalescer.mark_pass_only(self.key.clone(), ttl);
+            self.shared
+                .cache
+                .coalescer
+                .mark_pass_only(self.fill.key().clone(), ttl);
             return Err(NotStored::Because("return (pass) in vcl_backend_response"));
         }
         decision.ok_or(NotStored::Because("beresp.uncacheable set by the policy"))
-    }
-
-    /// Reads the origin body into `sink` and stores the object once complete. A body that
-    /// grows past `max_object_size` is not stored: it passes through at the pace of its slowest
-    /// reader and stops when no reader is left. A fill whose last reader left goes on only as
-    /// far as `finish_abandoned_fills` allows; stopping drops the origin response, which closes
-    /// its connection.
-    async fn fill(self, mut body: TimedBody, head: Arc<ObjectHead>, rule: VaryRule, sink: Arc<SharedBody>) {
-        let limit = self.shared.max_object_size;
-        let mut passing = false;
-        // Set when the last reader left: the length past which the fill stops.
-        let mut stop_past: Option<u64> = None;
-        let mut received: u64 = 0;
-        loop {
-            let frame = tokio::select! {
-                frame = body.frame() => frame,
-                () = sink.abandoned(), if stop_past.is_none() && !passing => {
-                    let budget = self.shared.finish_abandoned_fills;
-                    // Hyper's hint is what is still to come of a `Content-Length` body.
-                    stop_past = match body.size_hint().exact() {
-                        Some(remaining) if remaining <= budget => Some(u64::MAX),
-                        None if budget > 0 => Some(received.saturating_add(budget)),
-                        _ => {
-                            self.stop(&sink, "its last client left (--finish-abandoned-fills)");
-                            return;
-                        }
-                    };
-                    continue;
-                }
-            };
-            let Some(frame) = frame else { break };
-            let data = match frame.map(Frame::into_data) {
-                Ok(Ok(data)) => data,
-                // Trailers are not stored.
-                Ok(Err(_)) => continue,
-                Err(error) => {
-                    tracing::warn!(backend = self.backend.name(), "{error}");
-                    sink.fail(error.to_string());
-                    return;
-                }
-            };
-            received = sink.push(data);
-            if !passing && received > limit {
-                tracing::debug!(
-                    limit,
-                    "body larger than max-object-size: not stored, passed through"
-                );
-                passing = true;
-                sink.pass_through();
-                match &self.leader {
-                    Some(leader) => leader.publish(FetchOutcome::Uncacheable),
-                    None => self.shared.cache.coalescer.mark_hit_for_pass(self.key.clone()),
-                }
-            }
-            if passing && !sink.wait_for_readers(PASS_THROUGH_WINDOW).await {
-                self.stop(&sink, "every client of a body too large to store left");
-                return;
-            }
-            if stop_past.is_some_and(|past| received > past) {
-                self.stop(
-                    &sink,
-                    "its last client left and more than --finish-abandoned-fills arrived since",
-                );
-                return;
-            }
-        }
-        // Stored before the readers see the end, so a client that read the whole body finds
-        // the object in the cache (an immediate PURGE removes it).
-        if !passing {
-            let object = Arc::new(CachedObject::new(head, sink.stored()));
-            self.shared.cache.store.insert(self.key.clone(), rule, object);
-            self.shared.cache.coalescer.clear_hit_for_pass(&self.key);
-        }
-        sink.finish();
-        if let Some(leader) = self.leader {
-            leader.finish();
-        }
-    }
-
-    /// Gives up a fill: its readers (if any are left) get an error after what they read, and
-    /// the leader goes without finishing, so the next request for the key fetches anew.
-    fn stop(&self, sink: &SharedBody, why: &str) {
-        tracing::debug!(backend = self.backend.name(), "fill stopped: {why}");
-        sink.fail(format!("fill stopped: {why}"));
     }
 }

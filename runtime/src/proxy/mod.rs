@@ -3,7 +3,9 @@
 //! `driver` is the only code that orders the phases (recv, hash, lookup, fetch,
 //! backend_response, store, deliver); `builtin` holds Varnish's builtin `vcl_recv` and
 //! `vcl_hash`, run natively by the driver and by the VCL session; `bereq` builds every request
-//! sent to an origin; `fetch` runs one origin fetch, storing what may be stored;
+//! sent to an origin; `route` is where a request's fetches go; `fetch` runs a miss's origin
+//! fetch and judges what may be stored; `relay` streams passes and what is not stored to the
+//! client; `invalidate` applies RFC 9111 §4.4 after unsafe requests;
 //! `headers` holds the intermediary's header rules; `synth` is the only place that picks error
 //! statuses; `access_log` writes one event per request; `commit` holds a response back until
 //! its body has started (a body broken from the start becomes a 502). `request_checks` holds
@@ -22,11 +24,14 @@ mod driver;
 mod fetch;
 mod h2_accounting;
 mod headers;
+mod invalidate;
 mod pipe;
 mod plugins;
 mod proxied;
+mod relay;
 mod request_checks;
 mod respond;
+mod route;
 mod synth;
 mod vcl;
 

@@ -1,0 +1,108 @@
+//! Origin responses relayed to the client as they arrive, nothing stored: passes, and the
+//! responses a fill found not storable; and what replaces an origin response when
+//! `vcl_backend_response` says so.
+
+use http::header::HeaderName;
+use http::request::Parts;
+use http::{Method, Response, StatusCode};
+use policy_lang::{Action, Sub};
+
+use super::attempts::{failure, Attempts};
+use super::route::Route;
+use super::vcl::BackendSession;
+use super::{bereq, h2_accounting, headers, invalidate, synth};
+use crate::backend::{OutgoingBody, TimedBody};
+use crate::cache::body::ProxyBody;
+
+/// An origin response relayed as it is, minus hop-by-hop fields, plus `Via`.
+/// The targeted cache-control field (RFC 9213 §2) is for this cache alone and is removed too.
+pub(super) fn relay(
+    response: Response<TimedBody>,
+    head_only: bool,
+    targeted: Option<&HeaderName>,
+) -> Response<ProxyBody> {
+    let (mut parts, body) = response.into_parts();
+    headers::strip_hop_by_hop(&mut parts.headers);
+    if let Some(targeted) = targeted {
+        parts.headers.remove(targeted);
+    }
+    headers::append_via(&mut parts.headers, parts.version);
+    let body = if head_only {
+        ProxyBody::empty()
+    } else {
+        ProxyBody::stream(body)
+    };
+    Response::from_parts(parts, body)
+}
+
+/// Forwards the request, body included, and relays the response; nothing is stored.
+pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) -> Response<ProxyBody> {
+    let Route {
+        shared,
+        version,
+        client,
+        ..
+    } = route;
+    h2_accounting::origin_fetch_started();
+    let mut bereq = bereq::pass(parts, client.ip(), body);
+    let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
+    loop {
+        let response = match attempts.send(&mut backend, bereq).await {
+            Ok(response) => response,
+            Err(failed) => return failure(failed),
+        };
+        invalidate::after(shared, client.ip(), parts, &response);
+        let (mut head, body) = response.into_parts();
+        if let Some(program) = version.policy_defining(Sub::BackendResponse) {
+            let mut request = parts.clone();
+            let mut session = BackendSession::new(&mut request, backend.name(), true);
+            session.version = Some(version);
+            session.retries = attempts.retries;
+            session.beresp = Some(&mut head);
+            let action = program.run(Sub::BackendResponse, &mut session);
+            if action == Action::Retry {
+                drop(session);
+                // The response is dropped unread: its connection closes.
+                match attempts.retry(&mut backend) {
+                    Ok(next) => {
+                        bereq = next;
+                        continue;
+                    }
+                    Err(failed) => return failure(failed),
+                }
+            }
+            if let Some(replaced) = replacement(action, &mut session) {
+                return replaced;
+            }
+        }
+        return relay(
+            Response::from_parts(head, body),
+            parts.method == Method::HEAD,
+            shared.targeted(),
+        );
+    }
+}
+
+/// What the client gets instead of the origin's response when `vcl_backend_response` ends with
+/// a plugin's local response, `error` (also a fail-closed plugin's failure), `abandon` or
+/// `fail`; `None` for the actions that deliver the origin's response.
+pub(super) fn replacement(action: Action, session: &mut BackendSession<'_>) -> Option<Response<ProxyBody>> {
+    match action {
+        Action::PluginResponse { .. } => {
+            let local = session.plugins.local.take()?;
+            let mut response = Response::new(ProxyBody::full(local.body));
+            *response.status_mut() = local.status;
+            *response.headers_mut() = local.headers;
+            Some(response)
+        }
+        Action::Error { status, reason } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            Some(synth::plain(status, &reason))
+        }
+        Action::Abandon | Action::Fail { .. } => Some(synth::plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the policy abandoned the backend response",
+        )),
+        _ => None,
+    }
+}
