@@ -2,8 +2,11 @@
 # Instructions per request on the hit and the pass path, counted by callgrind (repeatable on a
 # noisy machine, unlike seconds). A Python origin on 127.0.0.1:19500 serves `/small` (510 B,
 # max-age=3600) and `/dyn` (no-store); edgecache runs under callgrind on 19501 with one worker;
-# the counters are zeroed after a warm-up, `wrk -t1 -c4` runs for a fixed number of requests'
-# worth of time, and the dump's total is divided by the requests wrk completed.
+# the counters are zeroed after a warm-up, a load tool runs for a fixed time, and the dump's
+# total is divided by the requests it completed. Rows: HTTP/1.1 hit and pass (`wrk -t1 -c4`),
+# h2c hit (`h2load -c4 -m10`), and the hit over TLS on a `,tls` listener (19502) for HTTP/1.1
+# and h2 (ALPN). A row's count includes the connection's share of TLS record work but no
+# handshakes (the tools keep their connections for the whole row).
 #
 #   cargo build --release && benches/callgrind_paths.sh [BINARY] [-- EXTRA EDGECACHE FLAGS]
 set -euo pipefail
@@ -11,8 +14,8 @@ cd "$(dirname "$0")/.."
 BIN=${1:-target/release/edgecache}
 shift || true
 [ "${1:-}" = "--" ] && shift
-for tool in valgrind callgrind_control wrk python3 curl; do
-    command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk)" >&2; exit 1; }
+for tool in valgrind callgrind_control wrk h2load openssl python3 curl; do
+    command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk nghttp2-client openssl)" >&2; exit 1; }
 done
 RUN=$(mktemp -d /tmp/edgecache-callgrind.XXXXXX)
 PIDS=()
@@ -38,19 +41,29 @@ class Origin(BaseHTTPRequestHandler):
         pass
 ThreadingHTTPServer(("127.0.0.1", 19500), Origin).serve_forever()
 EOF
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost -keyout "$RUN/key.pem" -out "$RUN/cert.pem" 2>/dev/null
 python3 "$RUN/origin.py" & PIDS+=($!)
 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$RUN/cg.%p" \
-    "$BIN" -a 127.0.0.1:19501 -b 127.0.0.1:19500 --threads 1 --no-watch -T off "$@" \
+    "$BIN" -a 127.0.0.1:19501 -a 127.0.0.1:19502,tls --tls-cert "$RUN/cert.pem" \
+    --tls-key "$RUN/key.pem" -b 127.0.0.1:19500 --threads 1 --no-watch -T off "$@" \
     2>"$RUN/valgrind.log" & PIDS+=($!)
 EDGE=$!
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:19501/small && break; sleep 0.2; done
 
-measure() {   # path seconds
-    wrk -t1 -c4 -d2s "http://127.0.0.1:19501$1" >/dev/null   # warm-up: stored, pools filled
+load() {   # tool url seconds: prints the requests completed
+    if [ "$1" = h2 ]; then
+        h2load -c4 -m10 -D "$3" "$2" 2>&1 | awk '/^requests:/ {print $8}'
+    else
+        wrk -t1 -c4 -d"$3"s "$2" | awk '/requests in/ {print $1}'
+    fi
+}
+
+measure() {   # name tool url seconds
+    load "$2" "$3" 2 >/dev/null   # warm-up: stored, pools filled
     callgrind_control -z "$EDGE" >/dev/null
-    local out requests
-    out=$(wrk -t1 -c4 -d"$2"s "http://127.0.0.1:19501$1")
-    requests=$(awk '/requests in/ {print $1}' <<<"$out")
+    local requests
+    requests=$(load "$2" "$3" "$4")
     rm -f "$RUN"/cg.*
     callgrind_control -d load "$EDGE" >/dev/null
     local total=""
@@ -63,5 +76,8 @@ measure() {   # path seconds
 }
 echo "| path | requests | instructions | per request |"
 echo "|---|---:|---:|---:|"
-measure /small 10
-measure /dyn 10
+measure "/small HTTP/1.1 hit" h1 http://127.0.0.1:19501/small 10
+measure "/dyn HTTP/1.1 pass" h1 http://127.0.0.1:19501/dyn 10
+measure "/small h2c hit" h2 http://127.0.0.1:19501/small 10
+measure "/small HTTP/1.1 TLS hit" h1 https://localhost:19502/small 10
+measure "/small h2 TLS hit" h2 https://localhost:19502/small 10
