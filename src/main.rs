@@ -834,6 +834,7 @@ mod tests {
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
              --header-timeout 2s --idle-timeout 3s --body-timeout 4s --max-connections 100 \
              --send-timeout 5m --idle-send-timeout 30s --pipe-timeout 90s --max-pipes 7 \
+             --dns-ttl 5s --hosts-file hosts \
              --max-header-size 16k --max-request-head 64k --h2-rapid-reset-limit 50 \
              --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
              --h2-max-concurrent-streams 50 --max-headers 64 \
@@ -869,6 +870,8 @@ mod tests {
         assert_eq!(config.max_connections, 100);
         assert_eq!(config.pipe_timeout, Duration::from_secs(90));
         assert_eq!(config.max_pipes, 7);
+        assert_eq!(config.dns_ttl, Duration::from_secs(5));
+        assert_eq!(config.hosts_file.as_deref(), Some(std::path::Path::new("hosts")));
         assert_eq!(
             config.access_log.as_deref(),
             Some(std::path::Path::new("access.log"))

@@ -24,6 +24,7 @@ async fn start(policy: PathBuf, hosts: PathBuf) -> Result<edgecache_runtime::Run
     trace_init();
     let config = Config {
         listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
+        admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         policy: Some(policy),
         hosts_file: Some(hosts),
         dns_ttl: Duration::from_millis(50),
@@ -32,6 +33,15 @@ async fn start(policy: PathBuf, hosts: PathBuf) -> Result<edgecache_runtime::Run
     edgecache_runtime::start(config)
         .await
         .map_err(|error| error.to_string())
+}
+
+/// `GET /backends` of the admin API.
+async fn admin_backends(running: &edgecache_runtime::Running) -> serde_json::Value {
+    let addr = running.admin_addr().expect("the admin API is on");
+    let reply = edgecache_runtime::admin::client::call(addr, None, "GET", "/backends", "")
+        .await
+        .expect("GET /backends");
+    serde_json::from_str(&reply.body).expect("JSON")
 }
 
 /// Two origins answering `a` and `b`, on 127.0.0.2 and 127.0.0.3 at the same port (a name
@@ -105,6 +115,12 @@ async fn backend_name_follows_its_new_addresses_without_reload() {
         running.active_version().generation,
         generation,
         "followed without a reload"
+    );
+    let port = a.addr.port();
+    let backends = admin_backends(&running).await;
+    assert_eq!(
+        backends[0]["resolved"],
+        serde_json::json!([format!("127.0.0.2:{port}"), format!("127.0.0.3:{port}")])
     );
     running.shutdown().await;
 }

@@ -241,3 +241,61 @@ async fn discarded_policy_is_dropped_when_its_last_request_ends() {
     assert_eq!(marker_for(&Client::new(), addr, "x.example").await, "v1");
     running.shutdown().await;
 }
+
+/// `edgecache admin vcl ...` drives the same commands; a relative FILE is the caller's.
+#[tokio::test]
+async fn the_admin_vcl_commands_load_use_list_and_discard() {
+    let origin = Origin::fixed(OriginReply::ok("page")).await;
+    let dir = temp_dir();
+    let (v1, v2) = (path_in(&dir, "v1.vcl"), path_in(&dir, "v2.vcl"));
+    write_in_place(&v1, &site(origin.addr, "v1"));
+    write_in_place(&v2, &site(origin.addr, "v2"));
+    let (running, addr) = start_with_policy(origin.addr, &v1, |config| config.watch_policy = false).await;
+    let admin_addr = running.admin_addr().unwrap().to_string();
+    let cwd = dir.path().to_path_buf();
+    let edgecache = |args: &[&str]| {
+        let (admin_addr, cwd) = (admin_addr.clone(), cwd.clone());
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_edgecache"))
+                    .current_dir(cwd)
+                    .args(["admin", "-T", &admin_addr, "vcl"])
+                    .args(&args)
+                    .output()
+                    .expect("runs edgecache")
+            })
+            .await
+            .unwrap()
+        }
+    };
+    for args in [&["load", "v2", "v2.vcl"][..], &["use", "v2"]] {
+        let out = edgecache(args).await;
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(marker_for(&Client::new(), addr, "x.example").await, "v2");
+    let list = edgecache(&["list"]).await;
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("active") && l.ends_with(" v2")),
+        "{list}"
+    );
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("available") && l.ends_with(" boot")),
+        "{list}"
+    );
+
+    let refused = edgecache(&["discard", "v2"]).await;
+    assert_eq!(refused.status.code(), Some(1), "the active policy stays");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("`v2` is the active policy"));
+    assert!(edgecache(&["use", "boot"]).await.status.success());
+    assert!(edgecache(&["discard", "v2"]).await.status.success());
+    assert_eq!(marker_for(&Client::new(), addr, "x.example").await, "v1");
+    running.shutdown().await;
+}

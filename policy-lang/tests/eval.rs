@@ -432,6 +432,46 @@ fn pass_in_backend_response_is_hit_for_pass() {
 }
 
 #[test]
+fn return_vcl_switches_to_a_label_from_vcl_recv_only() {
+    let p = program(
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n\
+         sub vcl_recv {\n\
+           if (req.http.host == \"a.example\") { return (vcl(site_a)); }\n\
+           if (req.http.host == \"b.example\") { return (vcl(site_b)); }\n\
+           if (req.url == \"/again\") { return (vcl(site_a)); }\n\
+         }\n",
+    );
+    assert_eq!(p.labels(), ["site_a", "site_b"]);
+    let mut c = TestContext::request("GET", "/again");
+    assert_eq!(
+        p.run(Sub::Recv, &mut c),
+        Action::Vcl {
+            label: "site_a".into()
+        }
+    );
+    // Falls through to the builtin otherwise.
+    let mut c = TestContext::request("GET", "/");
+    assert_eq!(p.run(Sub::Recv, &mut c), Action::Lookup);
+    let refused = |body: &str, wanted: &str| {
+        let text = format!("vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{body}\n");
+        let diagnostics = load_str("test.vcl", &text).map(|_| ()).expect_err("refused");
+        assert!(diagnostics.render().contains(wanted), "{}", diagnostics.render());
+    };
+    refused(
+        "sub vcl_deliver { return (vcl(site_a)); }",
+        "`return (vcl)` is not allowed in `vcl_deliver`",
+    );
+    refused(
+        "sub vcl_recv { return (vcl(\"site_a\")); }",
+        "`vcl(...)` takes one label name",
+    );
+    refused(
+        "sub vcl_recv { return (vcl); }",
+        "`vcl(...)` takes one label name",
+    );
+}
+
+#[test]
 fn pass_with_duration_outside_backend_response_is_refused() {
     let diagnostics = load_str(
         "test.vcl",

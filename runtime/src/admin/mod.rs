@@ -5,7 +5,7 @@
 //! | `GET /status` | JSON: version, uptime, active policy (path, files, sha256, loaded at, generation), reloads, last reload error |
 //! | `GET /stats` | JSON counters: requests by cache result, coalesced waits, cache, bans, reloads, backends |
 //! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
-//! | `GET /backends` | JSON: each backend of the active version: health, probe window (`H` good, `-` bad, oldest first), in-flight requests, counters |
+//! | `GET /backends` | JSON: each backend of the active version: resolved addresses, health, probe window (`H` good, `-` bad, oldest first), in-flight requests, counters |
 //! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban) |
 //! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}`; 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
@@ -432,6 +432,8 @@ fn backends(state: &State) -> Value {
             json!({
                 "name": backend.name(),
                 "address": backend.address(),
+                // What `.host` resolved to last (a name is looked up every --dns-ttl).
+                "resolved": backend.resolved().iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "healthy": backend.healthy(),
                 "fetches": stats.fetches.load(Relaxed),
                 "failures": stats.failures.load(Relaxed),
