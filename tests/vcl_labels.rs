@@ -133,6 +133,23 @@ async fn label_router_sends_each_host_to_its_policy_and_each_reloads_alone() {
         let refused = admin(&running, "POST", &format!("/vcl/discard?name={name}"), "").await;
         assert_eq!(refused.status, 422, "{name}: {}", refused.body);
     }
+    // Labels do not nest: not to the router, which switches itself, nor to another label.
+    for (target, why) in [
+        ("/vcl/label?label=l1&name=boot", "labels do not nest"),
+        ("/vcl/label?label=l2&name=site_a", "is a label"),
+        ("/vcl/load?name=a&path=/nowhere.vcl", "already loaded"),
+    ] {
+        let refused = admin(&running, "POST", target, "").await;
+        assert_eq!(refused.status, 422, "{target}: {}", refused.body);
+        assert!(refused.body.contains(why), "{target}: {}", refused.body);
+    }
+    // A policy that does not compile is not loaded; the diagnostics say why.
+    let broken_file = path_in(&dir, "broken.vcl");
+    write_in_place(&broken_file, &broken("x"));
+    let refused = admin(&running, "POST", &load_target("c", &broken_file), "").await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("broken.vcl:4"), "{}", refused.body);
+    assert!(listed(&running, "c").await.is_none());
     let text = admin(&running, "GET", "/vcl?format=text", "").await.body;
     assert!(text.contains("site_a -> a"), "{text}");
     assert!(
