@@ -69,7 +69,7 @@ use std::sync::Arc;
 pub use ban::{parse_ban, BanContext, BanExpr};
 pub use compile::Program;
 pub use diagnostics::{Code, Diagnostic, Diagnostics, FileId, Label, Severity, SourceMap, Span};
-pub use eval::{Context, PluginOutcome};
+pub use eval::{Context, PluginOutcome, Task};
 pub use tree::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl};
 pub use vocab::pattern::pcre_limit_hits;
 pub use vocab::{

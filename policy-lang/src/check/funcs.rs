@@ -1,16 +1,28 @@
-//! Signatures of the built-in functions (`regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`).
+//! Signatures of the built-in functions: `regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`,
+//! `cookie.*`, `var.*`, `header.*`, `blob.*`.
 
 use super::ty::Ty;
-use crate::tree::Func;
-use crate::vocab::ConnectionValue;
+use crate::tree::{BlobFn, CookieFn, Func, HeaderFn, VarFn};
+use crate::vocab::{ConnectionValue, ValueType};
 
 /// The vmods edgecache provides natively.
-pub(crate) const VMODS: &[&str] = &["std", "directors", "proxy", "tls"];
+pub(crate) const VMODS: &[&str] = &[
+    "std",
+    "directors",
+    "proxy",
+    "tls",
+    "cookie",
+    "var",
+    "header",
+    "blob",
+];
 
 pub(crate) struct Param {
     pub name: &'static str,
     pub ty: Ty,
     pub optional: bool,
+    /// A [`Ty::Header`] the function changes (so it must be writable where it is called).
+    pub written: bool,
 }
 
 const fn p(name: &'static str, ty: Ty) -> Param {
@@ -18,6 +30,7 @@ const fn p(name: &'static str, ty: Ty) -> Param {
         name,
         ty,
         optional: false,
+        written: false,
     }
 }
 
@@ -26,6 +39,17 @@ const fn opt(name: &'static str, ty: Ty) -> Param {
         name,
         ty,
         optional: true,
+        written: false,
+    }
+}
+
+/// A header parameter the function changes.
+const fn written(name: &'static str) -> Param {
+    Param {
+        name,
+        ty: Ty::Header,
+        optional: false,
+        written: true,
     }
 }
 
@@ -171,6 +195,83 @@ pub(crate) const VALUE_FUNCS: &[Sig] = &[
     },
 ];
 
+/// `blob`'s encodings, as Varnish's vmod_blob names them (`BASE64CF` aside).
+pub(crate) const BLOB_CODECS: &[&str] = &["IDENTITY", "BASE64", "BASE64URL", "BASE64URLNOPAD", "HEX", "URL"];
+const BLOB_CASES: &[&str] = &["LOWER", "UPPER", "DEFAULT"];
+
+const fn sig(name: &'static str, func: Func, params: &'static [Param], ret: Ty) -> Sig {
+    Sig {
+        name,
+        func,
+        params,
+        ret,
+    }
+}
+
+/// `var.set_*` / `var.get_*` of one type.
+macro_rules! typed_vars {
+    ($($set:literal, $get:literal: $vt:ident, $ty:ident;)*) => {
+        &[$(
+            sig($set, Func::Var(VarFn::Set(ValueType::$vt)), &[p("key", Ty::Str), p("value", Ty::$ty)], Ty::Void),
+            sig($get, Func::Var(VarFn::Get(ValueType::$vt)), &[p("key", Ty::Str)], Ty::$ty),
+        )*]
+    };
+}
+
+/// The functions of the vmods beyond `std` that edgecache provides natively.
+#[rustfmt::skip]
+pub(crate) const VMOD_FUNCS: &[&[Sig]] = &[
+    &[
+        sig("cookie.clean", Func::Cookie(CookieFn::Clean), &[], Ty::Void),
+        sig("cookie.delete", Func::Cookie(CookieFn::Delete), &[p("cookiename", Ty::Str)], Ty::Void),
+        sig("cookie.filter", Func::Cookie(CookieFn::Filter), &[p("filterstring", Ty::Str)], Ty::Void),
+        sig("cookie.filter_re", Func::Cookie(CookieFn::FilterRe), &[p("expression", Ty::Regex)], Ty::Void),
+        sig("cookie.keep", Func::Cookie(CookieFn::Keep), &[p("filterstring", Ty::Str)], Ty::Void),
+        sig("cookie.keep_re", Func::Cookie(CookieFn::KeepRe), &[p("expression", Ty::Regex)], Ty::Void),
+        sig("cookie.format_date", Func::Cookie(CookieFn::FormatDate), &[p("now", Ty::Time), p("timedelta", Ty::Duration)], Ty::Str),
+        sig("cookie.format_rfc1123", Func::Cookie(CookieFn::FormatDate), &[p("now", Ty::Time), p("timedelta", Ty::Duration)], Ty::Str),
+        sig("cookie.get", Func::Cookie(CookieFn::Get), &[p("cookiename", Ty::Str)], Ty::Str),
+        sig("cookie.get_re", Func::Cookie(CookieFn::GetRe), &[p("expression", Ty::Regex)], Ty::Str),
+        sig("cookie.get_string", Func::Cookie(CookieFn::GetString), &[], Ty::Str),
+        sig("cookie.isset", Func::Cookie(CookieFn::Isset), &[p("cookiename", Ty::Str)], Ty::Bool),
+        sig("cookie.parse", Func::Cookie(CookieFn::Parse), &[p("cookieheader", Ty::Str)], Ty::Void),
+        sig("cookie.set", Func::Cookie(CookieFn::Set), &[p("cookiename", Ty::Str), p("value", Ty::Str)], Ty::Void),
+    ],
+    typed_vars! {
+        "var.set", "var.get": Str, Str;
+        "var.set_string", "var.get_string": Str, Str;
+        "var.set_int", "var.get_int": Int, Int;
+        "var.set_real", "var.get_real": Real, Real;
+        "var.set_duration", "var.get_duration": Duration, Duration;
+        "var.set_ip", "var.get_ip": Ip, Ip;
+        "var.set_backend", "var.get_backend": Backend, Backend;
+    },
+    &[
+        sig("var.global_set", Func::Var(VarFn::GlobalSet), &[p("key", Ty::Str), p("value", Ty::Str)], Ty::Void),
+        sig("var.global_get", Func::Var(VarFn::GlobalGet), &[p("key", Ty::Str)], Ty::Str),
+        sig("var.clear", Func::Var(VarFn::Clear), &[], Ty::Void),
+    ],
+    &[
+        sig("header.append", Func::Header(HeaderFn::Append), &[written("header"), p("value", Ty::Str)], Ty::Void),
+        sig("header.copy", Func::Header(HeaderFn::Copy), &[p("src", Ty::Header), written("dst")], Ty::Void),
+        sig("header.get", Func::Header(HeaderFn::Get), &[p("header", Ty::Header), p("regex", Ty::Regex)], Ty::Str),
+        sig("header.remove", Func::Header(HeaderFn::Remove), &[written("header"), p("regex", Ty::Regex)], Ty::Void),
+    ],
+    &[
+        sig("blob.decode", Func::Blob(BlobFn::Decode), &[opt("decoding", Ty::Enum(BLOB_CODECS)), opt("length", Ty::Int), p("encoded", Ty::Str)], Ty::Blob),
+        sig("blob.encode", Func::Blob(BlobFn::Encode), &[opt("encoding", Ty::Enum(BLOB_CODECS)), opt("case", Ty::Enum(BLOB_CASES)), p("blob", Ty::Blob)], Ty::Str),
+        sig("blob.transcode", Func::Blob(BlobFn::Transcode), &[opt("decoding", Ty::Enum(BLOB_CODECS)), opt("encoding", Ty::Enum(BLOB_CODECS)), opt("case", Ty::Enum(BLOB_CASES)), opt("length", Ty::Int), p("encoded", Ty::Str)], Ty::Str),
+    ],
+];
+
+/// The signature of a value or VOID function of `std` or another native vmod.
+pub(crate) fn sig_of(name: &str) -> Option<&'static Sig> {
+    VALUE_FUNCS
+        .iter()
+        .chain(VMOD_FUNCS.iter().copied().flatten())
+        .find(|s| s.name == name)
+}
+
 /// Functions only usable as statements.
 pub(crate) const STATEMENT_FUNCS: &[&str] = &[
     "hash_data",
@@ -220,6 +321,7 @@ pub(crate) fn connection_sig(name: &str) -> Option<Sig> {
 pub(crate) fn all_names() -> impl Iterator<Item = &'static str> {
     VALUE_FUNCS
         .iter()
+        .chain(VMOD_FUNCS.iter().copied().flatten())
         .map(|s| s.name)
         .chain(ConnectionValue::ALL.iter().map(|v| v.name()))
         .chain(STATEMENT_FUNCS.iter().copied())

@@ -190,7 +190,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
                         sink.push(
                             Diagnostic::new(Code::Unsupported, name.span, format!("vmod `{}` is not available in edgecache", name.name))
                                 .label("unknown vmod")
-                                .hint("edgecache provides `std`, `directors`, `proxy` and `tls`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
+                                .hint("edgecache provides `std`, `directors`, `proxy`, `tls`, `cookie`, `var`, `header` and `blob`; extend it with WebAssembly plugins (`plugin NAME { .path = \"NAME.wasm\"; }`)"),
                         );
                     }
                     // Unavailable ones too, so that their functions are reported as theirs.
@@ -468,6 +468,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         methods,
         user_methods,
         builtin_recv,
+        task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var"),
     })
 }
 

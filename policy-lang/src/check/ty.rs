@@ -1,4 +1,4 @@
-//! The types the checker gives expressions: VCL's, plus ACL, PROBE and a poison type.
+//! The types the checker gives expressions and function parameters: VCL's, plus a poison type.
 //!
 //! The poison type (`Ty::Err`) marks an expression already reported, so one mistake does not
 //! cascade.
@@ -18,6 +18,16 @@ pub(crate) enum Ty {
     Backend,
     Acl,
     Probe,
+    /// Bytes (`blob.decode`), carried as lowercase hex digits.
+    Blob,
+    /// What a VOID function returns: nothing to use as a value.
+    Void,
+    /// A parameter taking a regex: a string literal, compiled when the policy loads.
+    Regex,
+    /// A parameter taking a header itself (`req.http.Cookie`), not its value.
+    Header,
+    /// A parameter taking one of these bare words (`BASE64`, `HEX`, ...).
+    Enum(&'static [&'static str]),
     /// Poison: an error was already reported.
     Err,
 }
@@ -36,6 +46,11 @@ impl Ty {
             Ty::Backend => "BACKEND",
             Ty::Acl => "ACL",
             Ty::Probe => "PROBE",
+            Ty::Blob => "BLOB",
+            Ty::Void => "VOID",
+            Ty::Regex => "REGEX",
+            Ty::Header => "HEADER",
+            Ty::Enum(_) => "ENUM",
             Ty::Err => "?",
         }
     }
@@ -56,6 +71,9 @@ impl Ty {
     }
 
     pub(super) fn stringifiable(self) -> bool {
-        !matches!(self, Ty::Acl | Ty::Probe)
+        !matches!(
+            self,
+            Ty::Acl | Ty::Probe | Ty::Blob | Ty::Void | Ty::Regex | Ty::Header | Ty::Enum(_)
+        )
     }
 }

@@ -5,6 +5,9 @@
 //! The builtin VCL was already merged by `check` (method bodies are concatenated in source
 //! order, builtin last, exactly as Varnish appends `builtin.vcl`).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use crate::diagnostics::Diagnostics;
 use crate::tree::{fold, Acl, BackendDecl, Checked, Director, PluginDecl, Stmt};
 use crate::vocab::{BackendId, PluginId, Sub};
@@ -24,8 +27,12 @@ pub struct Program {
     /// The body of Varnish's `vcl_builtin_recv`, untouched by the user: a `call` of it asks
     /// [`Context::builtin_recv`](crate::Context::builtin_recv) first.
     pub(crate) builtin_recv: Option<usize>,
+    /// Whether `cookie` or `var`, which keep per-task state, is imported.
+    pub(crate) task_vmods: bool,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<Diagnostics>,
+    /// `var.global_set` / `var.global_get`: strings every request of this policy shares.
+    pub(crate) globals: Mutex<HashMap<String, String>>,
 }
 
 impl Program {
@@ -150,8 +157,10 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         methods: checked.methods,
         user_methods: checked.user_methods,
         builtin_recv: checked.builtin_recv,
+        task_vmods: checked.task_vmods,
         sources,
         warnings: None,
+        globals: Mutex::default(),
     }
 }
 

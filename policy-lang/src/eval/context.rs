@@ -26,6 +26,7 @@ use std::borrow::Cow;
 
 use http::HeaderName;
 
+use super::vmods::Task;
 use crate::ban::BanExpr;
 use crate::vocab::{Action, BackendId, ConnectionValue, PluginId, PluginPhase, Scope, Value, Var};
 
@@ -52,6 +53,44 @@ pub trait Context {
 
     /// Removes every value of a header.
     fn unset_header(&mut self, scope: Scope, name: &HeaderName);
+
+    /// Each value of a header, one per header line, in order (`header.get`, `header.remove`,
+    /// `header.copy`). The default reads the joined value as one line.
+    fn header_values(&self, scope: Scope, name: &HeaderName) -> Vec<Cow<'_, str>> {
+        self.header(scope, name).into_iter().collect()
+    }
+
+    /// Adds a header line after the header's others (`header.append`, `header.copy`). The
+    /// default joins it to the others with `", "`, which is wrong for `Set-Cookie`.
+    fn append_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+        let joined = match self.header(scope, name) {
+            Some(others) => format!("{others}, {value}"),
+            None => value,
+        };
+        self.set_header(scope, name, joined);
+    }
+
+    /// Replaces a header's lines by `values`; none removes the header (`header.remove`). The
+    /// default joins them with `", "`.
+    fn set_header_values(&mut self, scope: Scope, name: &HeaderName, values: Vec<String>) {
+        if values.is_empty() {
+            self.unset_header(scope, name);
+        } else {
+            self.set_header(scope, name, values.join(", "));
+        }
+    }
+
+    /// The task's [`Task`] (`cookie.*`, `var.*`): Varnish's PRIV_TASK, one for the client side
+    /// of a request (`vcl_recv` to `vcl_deliver`) and one for its backend side. Return the same
+    /// one on every sub of the task. The default has none: those vmods then keep nothing.
+    fn task(&self) -> Option<&Task> {
+        None
+    }
+
+    /// The task's [`Task`], to change (see [`Context::task`]).
+    fn task_mut(&mut self) -> Option<&mut Task> {
+        None
+    }
 
     /// `hash_data(...)` in `vcl_hash`: feed the cache key.
     fn hash_data(&mut self, data: &str);
@@ -116,6 +155,89 @@ pub trait Context {
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
         let _ = (plugin, phase);
         PluginOutcome::Continue
+    }
+}
+
+/// A context lent a task of its own, for one [`Program::run`](crate::Program::run) of a policy
+/// that imports `cookie` or `var` on a context that keeps none ([`Context::task`] is `None`).
+/// It forwards every other method: a method added to [`Context`] must be forwarded here too.
+pub(super) struct OwnTask<'c> {
+    ctx: &'c mut dyn Context,
+    task: Task,
+}
+
+impl<'c> OwnTask<'c> {
+    pub(super) fn new(ctx: &'c mut dyn Context) -> OwnTask<'c> {
+        OwnTask {
+            ctx,
+            task: Task::default(),
+        }
+    }
+}
+
+impl Context for OwnTask<'_> {
+    fn get(&self, var: Var) -> Value<'_> {
+        self.ctx.get(var)
+    }
+    fn set(&mut self, var: Var, value: Value<'static>) {
+        self.ctx.set(var, value);
+    }
+    fn unset(&mut self, var: Var) {
+        self.ctx.unset(var);
+    }
+    fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
+        self.ctx.header(scope, name)
+    }
+    fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+        self.ctx.set_header(scope, name, value);
+    }
+    fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
+        self.ctx.unset_header(scope, name);
+    }
+    fn header_values(&self, scope: Scope, name: &HeaderName) -> Vec<Cow<'_, str>> {
+        self.ctx.header_values(scope, name)
+    }
+    fn append_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+        self.ctx.append_header(scope, name, value);
+    }
+    fn set_header_values(&mut self, scope: Scope, name: &HeaderName, values: Vec<String>) {
+        self.ctx.set_header_values(scope, name, values);
+    }
+    fn task(&self) -> Option<&Task> {
+        Some(&self.task)
+    }
+    fn task_mut(&mut self) -> Option<&mut Task> {
+        Some(&mut self.task)
+    }
+    fn hash_data(&mut self, data: &str) {
+        self.ctx.hash_data(data);
+    }
+    fn synthetic(&mut self, body: String) {
+        self.ctx.synthetic(body);
+    }
+    fn ban(&mut self, ban: BanExpr) {
+        self.ctx.ban(ban);
+    }
+    fn log(&mut self, msg: &str) {
+        self.ctx.log(msg);
+    }
+    fn healthy(&self, backend: BackendId) -> bool {
+        self.ctx.healthy(backend)
+    }
+    fn connection(&self, value: ConnectionValue) -> Value<'_> {
+        self.ctx.connection(value)
+    }
+    fn in_flight(&self, backend: BackendId) -> usize {
+        self.ctx.in_flight(backend)
+    }
+    fn random(&self) -> f64 {
+        self.ctx.random()
+    }
+    fn builtin_recv(&mut self) -> Option<Option<Action>> {
+        self.ctx.builtin_recv()
+    }
+    fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
+        self.ctx.run_plugin(plugin, phase)
     }
 }
 

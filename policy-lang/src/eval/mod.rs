@@ -15,8 +15,11 @@ pub(crate) mod generated;
 mod strftime;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod testing;
+mod vmods;
 
+use context::OwnTask;
 pub use context::{Context, PluginOutcome};
+pub use vmods::Task;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -38,6 +41,14 @@ impl Program {
     /// Runs `sub`: the user's code, then (if it did not return) the builtin
     /// VCL's code for that sub, exactly as Varnish appends `builtin.vcl`.
     pub fn run(&self, sub: Sub, ctx: &mut dyn Context) -> Action {
+        if self.task_vmods && ctx.task().is_none() {
+            // A context without a task of its own: the vmods' state lasts this sub.
+            return self.run_in(sub, &mut OwnTask::new(ctx));
+        }
+        self.run_in(sub, ctx)
+    }
+
+    fn run_in(&self, sub: Sub, ctx: &mut dyn Context) -> Action {
         let Some(i) = self.methods[sub.index()] else {
             return sub.default_action();
         };
@@ -123,6 +134,7 @@ impl Program {
                     ctx.set_header(*scope, name, v);
                 }
             }
+            Stmt::Eval(Expr::Call(f, args)) if f.is_effect() => self.vmod_effect(*f, args, ctx),
             Stmt::Eval(e) => {
                 if let Expr::Call(Func::Ban, args) = e {
                     if let Some(a) = args.first() {
@@ -268,6 +280,8 @@ impl Program {
                 other => other.clone(),
             },
             Expr::Var(v) => ctx.get(*v),
+            // Read only by the vmod function it is an argument of.
+            Expr::Pattern(_) => Value::Unset,
             Expr::Header(scope, name) => match ctx.header(*scope, name) {
                 Some(s) => Value::Str(s),
                 None => Value::Unset,

@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use http::HeaderName;
 
+use super::vmods::Task;
 use super::{Context, PluginOutcome};
 use crate::ban::BanExpr;
 use crate::vocab::{BackendId, PluginId, PluginPhase, Scope, Value, Var};
@@ -33,6 +34,8 @@ pub struct TestContext {
     /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
     /// (see [`TestContext::plugin`]). Unscripted calls return `Continue`.
     pub plugin_script: Vec<PluginScript>,
+    /// The vmods' state (`cookie.*`, `var.*`), kept across subs as a runtime keeps it.
+    task: Task,
 }
 
 /// What a scripted plugin phase does in a [`TestContext`]: set headers, then
@@ -240,6 +243,32 @@ impl Context for TestContext {
 
     fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
         self.headers.retain(|(s, n, _)| !(*s == scope && n == name));
+    }
+
+    fn header_values(&self, scope: Scope, name: &HeaderName) -> Vec<Cow<'_, str>> {
+        self.headers
+            .iter()
+            .filter(|(s, n, _)| *s == scope && n == name)
+            .map(|(_, _, v)| Cow::Borrowed(v.as_str()))
+            .collect()
+    }
+
+    fn append_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+        self.headers.push((scope, name.clone(), value));
+    }
+
+    fn set_header_values(&mut self, scope: Scope, name: &HeaderName, values: Vec<String>) {
+        self.unset_header(scope, name);
+        self.headers
+            .extend(values.into_iter().map(|v| (scope, name.clone(), v)));
+    }
+
+    fn task(&self) -> Option<&Task> {
+        Some(&self.task)
+    }
+
+    fn task_mut(&mut self) -> Option<&mut Task> {
+        Some(&mut self.task)
     }
 
     fn hash_data(&mut self, data: &str) {

@@ -16,7 +16,8 @@ use http::HeaderName;
 use crate::diagnostics::FileId;
 use crate::vocab::pattern::Pattern;
 use crate::vocab::{
-    Action, ArithOp, BackendId, CmpOp, ConnectionValue, PluginId, PluginPhase, Scope, Sub, Value, Var,
+    Action, ArithOp, BackendId, CmpOp, ConnectionValue, PluginId, PluginPhase, Scope, Sub, Value, ValueType,
+    Var,
 };
 
 /// A policy that passed every check: its declarations and the resolved body of each sub.
@@ -34,6 +35,8 @@ pub(crate) struct Checked {
     pub user_methods: u16,
     /// The body of the builtin's `vcl_builtin_recv`, when no user sub extends it.
     pub builtin_recv: Option<usize>,
+    /// Whether a vmod with per-task state (`cookie`, `var`) is imported.
+    pub task_vmods: bool,
 }
 
 /// Built-in functions that return a value.
@@ -62,6 +65,80 @@ pub(crate) enum Func {
     Time2Real,
     /// `proxy.*()` / `tls.*()`.
     Connection(ConnectionValue),
+    /// `cookie.*` (Varnish's vmod_cookie).
+    Cookie(CookieFn),
+    /// `var.*` (varnish-modules' vmod_var).
+    Var(VarFn),
+    /// `header.*` (varnish-modules' vmod_header).
+    Header(HeaderFn),
+    /// `blob.*` (Varnish's vmod_blob).
+    Blob(BlobFn),
+}
+
+impl Func {
+    /// Whether it is a VOID function, run for its effect on the request or the task's state.
+    pub fn is_effect(self) -> bool {
+        match self {
+            Func::Cookie(f) => !matches!(
+                f,
+                CookieFn::FormatDate
+                    | CookieFn::Get
+                    | CookieFn::GetRe
+                    | CookieFn::GetString
+                    | CookieFn::Isset
+            ),
+            Func::Var(f) => matches!(f, VarFn::Set(_) | VarFn::GlobalSet | VarFn::Clear),
+            Func::Header(f) => f != HeaderFn::Get,
+            _ => false,
+        }
+    }
+}
+
+/// The functions of `cookie`, which edit the task's cookie jar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CookieFn {
+    Clean,
+    Delete,
+    Filter,
+    FilterRe,
+    Keep,
+    KeepRe,
+    FormatDate,
+    Get,
+    GetRe,
+    GetString,
+    Isset,
+    Parse,
+    Set,
+}
+
+/// The functions of `var`: task variables of one type each, and global strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VarFn {
+    /// `var.set` (STRING), `var.set_int`, `var.set_real`, ...
+    Set(ValueType),
+    /// `var.get` (STRING), `var.get_int`, `var.get_real`, ...
+    Get(ValueType),
+    GlobalSet,
+    GlobalGet,
+    Clear,
+}
+
+/// The functions of `header`, which see each value (line) of a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeaderFn {
+    Append,
+    Copy,
+    Get,
+    Remove,
+}
+
+/// The functions of `blob`. A BLOB value is carried as a string of lowercase hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlobFn {
+    Decode,
+    Encode,
+    Transcode,
 }
 
 #[derive(Debug)]
@@ -75,6 +152,8 @@ pub(crate) enum Replacement {
 #[derive(Debug)]
 pub(crate) enum Expr {
     Const(Value<'static>),
+    /// A REGEX argument of a vmod function, compiled when the policy loads.
+    Pattern(Box<Pattern>),
     Var(Var),
     Header(Scope, HeaderName),
     /// String concatenation; each part is stringified.

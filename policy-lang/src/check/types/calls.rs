@@ -4,7 +4,9 @@
 
 use super::{vars_name, Expect, Lowerer, E};
 use crate::ast::{self, Arg, ExprKind};
-use crate::check::funcs::{self, Sig};
+use std::borrow::Cow;
+
+use crate::check::funcs::{self, Param, Sig};
 use crate::check::ty::Ty;
 use crate::check::vars::{self, VarRef};
 use crate::check::SymKind;
@@ -129,6 +131,11 @@ impl Lowerer<'_> {
                         }
                     }
                 }
+                if let Some(sig) = funcs::sig_of(name).filter(|s| s.ret == Ty::Void) {
+                    self.need_import(vmod_of(sig.name), func);
+                    let (x, t) = self.sig_call(sig, func, args, e.span);
+                    return (t != Ty::Err).then_some(Stmt::Eval(x));
+                }
                 let (x, t) = self.expr(e);
                 if t == Ty::Err {
                     return None;
@@ -242,12 +249,13 @@ impl Lowerer<'_> {
             "regsub" | "regsuball" => return self.regsub(name == "regsuball", args, span),
             _ => {}
         }
-        if let Some(sig) = funcs::VALUE_FUNCS.iter().find(|s| s.name == name) {
-            self.need_import("std", func);
+        let void = funcs::sig_of(name).is_some_and(|sig| sig.ret == Ty::Void);
+        if let Some(sig) = funcs::sig_of(name).filter(|_| !void) {
+            self.need_import(vmod_of(sig.name), func);
             return self.sig_call(sig, func, args, span);
         }
         if let Some(sig) = funcs::connection_sig(name) {
-            self.need_import(sig.name.split_once('.').map_or("", |(vmod, _)| vmod), func);
+            self.need_import(vmod_of(sig.name), func);
             // Varnish: "Restricted to: client" (the backend side has no client connection).
             let what = format!("`{name}()`");
             if !self.scope_check(mask::CLIENT, func.span, &what, "allowed", Code::NotAllowedHere) {
@@ -255,7 +263,7 @@ impl Lowerer<'_> {
             }
             return self.sig_call(&sig, func, args, span);
         }
-        if funcs::STATEMENT_FUNCS.contains(&name) {
+        if void || funcs::STATEMENT_FUNCS.contains(&name) {
             self.sink.push(
                 Diagnostic::new(
                     Code::TypeMismatch,
@@ -387,18 +395,10 @@ impl Lowerer<'_> {
         let mut failed = false;
         for (p, a) in sig.params.iter().zip(slots) {
             match a {
-                Some(a) => {
-                    let expect = if p.ty == Ty::Backend {
-                        Expect::Backend
-                    } else {
-                        Expect::Any
-                    };
-                    let (x, t) = self.expr_expect(&a.value, expect);
-                    match self.coerce(x, t, p.ty, a.value.span, None) {
-                        Some(x) => out.push(x),
-                        None => failed = true,
-                    }
-                }
+                Some(a) => match self.arg(sig, p, &a.value) {
+                    Some(x) => out.push(x),
+                    None => failed = true,
+                },
                 None if p.optional => out.push(Expr::Const(Value::Unset)),
                 None => {
                     self.sink.push(
@@ -417,6 +417,85 @@ impl Lowerer<'_> {
             return E;
         }
         (Expr::Call(sig.func, out), sig.ret)
+    }
+
+    /// An argument for parameter `p` of `sig`, converted to its type.
+    fn arg(&mut self, sig: &Sig, p: &Param, e: &ast::Expr) -> Option<Expr> {
+        match (p.ty, &e.kind) {
+            (Ty::Regex, ExprKind::Str(pattern)) => match re::compile(pattern, e.span) {
+                Ok(regex) => Some(Expr::Pattern(Box::new(regex))),
+                Err(d) => {
+                    self.sink.push(d);
+                    None
+                }
+            },
+            (Ty::Regex, _) => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        e.span,
+                        format!("`{}` takes its regex as a string literal", sig.name),
+                    )
+                    .label("expected e.g. \"^session\"")
+                    .hint("the pattern is compiled once, when the policy loads, as Varnish does"),
+                );
+                None
+            }
+            (Ty::Header, _) => self.header_arg(sig, p, e),
+            (Ty::Enum(words), ExprKind::Name(word)) if words.contains(&word.as_str()) => {
+                Some(Expr::Const(Value::Str(Cow::Owned(word.clone()))))
+            }
+            (Ty::Enum(words), _) => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::BadArguments,
+                        e.span,
+                        format!("`{}` takes one of {} as `{}`", sig.name, words.join(", "), p.name),
+                    )
+                    .label("not one of these words")
+                    .hint(format!("e.g. `{}={}`", p.name, words[0])),
+                );
+                None
+            }
+            (ty, _) => {
+                let expect = if ty == Ty::Backend {
+                    Expect::Backend
+                } else {
+                    Expect::Any
+                };
+                let (x, t) = self.expr_expect(e, expect);
+                self.coerce(x, t, ty, e.span, None)
+            }
+        }
+    }
+
+    /// A header argument (`req.http.Cookie`): the header itself, readable (or, for a parameter
+    /// the function changes, writable) where the call is.
+    fn header_arg(&mut self, sig: &Sig, p: &Param, e: &ast::Expr) -> Option<Expr> {
+        let header = match &e.kind {
+            ExprKind::Name(n) => vars::resolve(n),
+            _ => None,
+        };
+        let Some(VarRef::Header(scope, name)) = header else {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::TypeMismatch,
+                    e.span,
+                    format!("`{}` expects a header", sig.name),
+                )
+                .label("expected e.g. `req.http.Cookie`"),
+            );
+            return None;
+        };
+        let what = format!("`{}`", vars_name(scope, &name));
+        let access = vars::header_access(scope, &name);
+        let ok = if p.written {
+            self.scope_check(access.write, e.span, &what, "writable", Code::NotWritable)
+        } else {
+            self.scope_check(access.read, e.span, &what, "readable", Code::NotReadable)
+        };
+        let name = self.header_name(&name, e.span)?;
+        ok.then_some(Expr::Header(scope, name))
     }
 
     pub(super) fn regsub(&mut self, all: bool, args: &[Arg], span: Span) -> (Expr, Ty) {
@@ -467,4 +546,9 @@ impl Lowerer<'_> {
             Ty::Str,
         )
     }
+}
+
+/// The vmod a function belongs to: `cookie` for `cookie.get`.
+fn vmod_of(function: &str) -> &str {
+    function.split_once('.').map_or("", |(vmod, _)| vmod)
 }

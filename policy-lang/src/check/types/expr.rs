@@ -19,7 +19,7 @@ impl Lowerer<'_> {
     pub(super) fn cond(&mut self, e: &ast::Expr) -> Expr {
         let (x, t) = self.expr(e);
         match t {
-            Ty::Acl | Ty::Probe => {
+            Ty::Acl | Ty::Probe | Ty::Blob | Ty::Void => {
                 self.sink.push(
                     Diagnostic::new(
                         Code::TypeMismatch,
