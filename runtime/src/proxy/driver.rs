@@ -288,7 +288,12 @@ async fn lookup(
             if let Some(action) = hooks.miss() {
                 return Err(action);
             }
-            return Ok(fetch::miss(route, request.clone(), key, None, stored).await);
+            let fetched = match stored {
+                // Nothing to revalidate: a pass in all but name, in this task.
+                None => fetch::hit_for_pass(route, request, key).await,
+                Some(_) => fetch::miss(route, request.clone(), key, None, stored).await,
+            };
+            return Ok(fetched);
         }
         match shared.cache.coalescer.join(&key) {
             Join::Leader(leader) => {

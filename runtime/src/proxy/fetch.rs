@@ -22,7 +22,7 @@ use super::route::Route;
 use super::vcl::{self, BackendSession};
 use super::{bereq, h2_accounting, headers, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
-use crate::cache::body::ProxyBody;
+use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
 use crate::cache::fill::Fill;
 use crate::cache::key::CacheKey;
@@ -50,6 +50,22 @@ enum Delivery {
     /// `error`, a fail-closed plugin): send this instead; nothing is stored.
     Replaced(Response<ProxyBody>),
     Failed(FetchFailure),
+}
+
+/// What a fetched response turns into (see [`FetchTask::settle`]).
+enum Settled {
+    /// `vcl_backend_response` returned `retry`: send the request again.
+    Retry,
+    /// The answer for the requester; nothing more to read into the cache.
+    Done(Delivery),
+    /// A storable response: the requester's answer, and the body still to read into the cache.
+    Filling {
+        delivery: Delivery,
+        body: TimedBody,
+        head: Arc<ObjectHead>,
+        rule: VaryRule,
+        sink: Arc<SharedBody>,
+    },
 }
 
 /// The stale object, if the rules let it answer after the origin failed (RFC 5861 §4, grace).
@@ -90,7 +106,6 @@ pub(super) async fn miss(
     let Route { shared, client, .. } = route;
     h2_accounting::origin_fetch_started();
     let request = parts.clone();
-    let (method, request_headers) = (&request.method, &request.headers);
     let bereq = match (&leader, &stale) {
         (None, None) => bereq::hit_for_pass(&parts, client.ip()),
         _ => bereq::fill(&parts, client.ip(), stale.as_deref()),
@@ -98,19 +113,37 @@ pub(super) async fn miss(
     let (delivered, delivery) = oneshot::channel();
     let task = FetchTask::new(route, parts, key, leader, stale.clone());
     tokio::spawn(task.run(bereq, delivered));
+    let delivery = delivery.await.unwrap_or_else(|_| {
+        Delivery::Replaced(synth::plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the fetch task ended without an answer",
+        ))
+    });
+    answer(shared, delivery, stale.as_ref(), &request)
+}
+
+/// The client's response to what its fetch delivered; `stale` may answer when the origin
+/// failed.
+fn answer(
+    shared: &Shared,
+    delivery: Delivery,
+    stale: Option<&Arc<CachedObject>>,
+    request: &Parts,
+) -> (Response<ProxyBody>, CacheState) {
+    let (method, request_headers) = (&request.method, &request.headers);
     let now = SystemTime::now();
-    match delivery.await {
-        Ok(Delivery::Stored { head, body }) => {
+    match delivery {
+        Delivery::Stored { head, body } => {
             let response = respond::from_head(&head, body, method, request_headers, now);
             (response, CacheState::Miss)
         }
-        Ok(Delivery::Revalidated(object)) => {
+        Delivery::Revalidated(object) => {
             let response = respond::from_object(&object, method, request_headers, now);
             (response, CacheState::Revalidated)
         }
-        Ok(Delivery::Passed(response)) => {
+        Delivery::Passed(response) => {
             if response.status().is_server_error() {
-                if let Some(object) = stale_on_error(shared, stale.as_ref(), request_headers) {
+                if let Some(object) = stale_on_error(shared, stale, request_headers) {
                     return (
                         respond::from_object(object, method, request_headers, now),
                         CacheState::Stale,
@@ -122,22 +155,83 @@ pub(super) async fn miss(
                 CacheState::Pass,
             )
         }
-        Ok(Delivery::Replaced(response)) => (response, CacheState::Pass),
-        Ok(Delivery::Failed(failed)) => match stale_on_error(shared, stale.as_ref(), request_headers) {
+        Delivery::Replaced(response) => (response, CacheState::Pass),
+        Delivery::Failed(failed) => match stale_on_error(shared, stale, request_headers) {
             Some(object) => (
                 respond::from_object(object, method, request_headers, now),
                 CacheState::Stale,
             ),
             None => (failure(failed), CacheState::Miss),
         },
-        Err(_) => (
-            synth::plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the fetch task ended without an answer",
-            ),
-            CacheState::Miss,
-        ),
     }
+}
+
+/// Fetches a key remembered as hit-for-pass, with nothing stored for it, in the request's own
+/// task: nobody waits on this fetch, so nothing is spawned. Without a policy, a response that
+/// cannot be stored (the usual case: the key is hit-for-pass because its responses are not) is
+/// relayed at once, without the rest of the judgement; the key's mark stays as it is. A response
+/// that may be stored is stored as a miss's is (its body read into the cache by a task of its
+/// own) and clears the mark.
+pub(super) async fn hit_for_pass(
+    route: Route<'_>,
+    request: &Parts,
+    key: CacheKey,
+) -> (Response<ProxyBody>, CacheState) {
+    let Route { shared, version, .. } = route;
+    h2_accounting::origin_fetch_started();
+    let mut bereq = bereq::hit_for_pass(request, route.client.ip());
+    let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, false);
+    loop {
+        let request_time = SystemTime::now();
+        let response = match attempts.send(&mut backend, bereq).await {
+            Ok(response) => response,
+            Err(failed) => return (failure(failed), CacheState::Miss),
+        };
+        if version.policy.is_none() && !may_be_stored(shared, request, &response) {
+            let head_only = request.method == Method::HEAD;
+            return (relay(response, head_only, shared.targeted()), CacheState::Pass);
+        }
+        let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
+        task.backend = backend;
+        match task.settle(response, request_time, attempts.retries) {
+            Settled::Retry => match attempts.retry(&mut task.backend) {
+                Ok(next) => {
+                    bereq = next;
+                    backend = task.backend;
+                }
+                Err(failed) => return (failure(failed), CacheState::Miss),
+            },
+            Settled::Done(delivery) => return answer(shared, delivery, None, request),
+            Settled::Filling {
+                delivery,
+                body,
+                head,
+                rule,
+                sink,
+            } => {
+                let FetchTask { fill, backend, .. } = task;
+                tokio::spawn(async move { fill.run(body, head, rule, sink, backend.name()).await });
+                return answer(shared, delivery, None, request);
+            }
+        }
+    }
+}
+
+/// Whether the rules could let a shared cache store `response` to a GET of `request`
+/// (RFC 9111 §3, without a policy): the first step of the judgement, which answers no for
+/// most responses to a key remembered as hit-for-pass.
+fn may_be_stored<B>(shared: &Shared, request: &Parts, response: &Response<B>) -> bool {
+    let fields = response.headers();
+    let directives = ResponseDirectives::from_headers(fields, shared.targeted());
+    storable::check_storable(
+        &Method::GET,
+        &request.headers,
+        response.status(),
+        fields,
+        &directives,
+        &shared.storing,
+    )
+    .is_ok()
 }
 
 /// `stale-while-revalidate`: refreshes a stale object without making anyone wait. At most one
@@ -225,49 +319,13 @@ impl FetchTask {
         let version = self.version.clone();
         let (mut attempts, backend) = Attempts::start(&version, self.hint, &self.backend, &mut bereq, false);
         self.backend = backend;
-        let ((head, rule), body) = loop {
-            let (response, request_time) = match self.exchange(&mut attempts, bereq).await {
-                Ok(exchanged) => exchanged,
-                Err(failed) => {
-                    // Dropping the leader tells waiters to try again themselves.
-                    let _ = delivered.send(Delivery::Failed(failed));
-                    return;
-                }
+        loop {
+            let settled = match self.exchange(&mut attempts, bereq).await {
+                Ok((response, request_time)) => self.settle(response, request_time, attempts.retries),
+                Err(failed) => Settled::Done(Delivery::Failed(failed)),
             };
-            let response_time = SystemTime::now();
-            let (mut parts, body) = response.into_parts();
-            headers::strip_hop_by_hop(&mut parts.headers);
-            let confirmed = self
-                .stale
-                .clone()
-                .filter(|_| parts.status == StatusCode::NOT_MODIFIED)
-                .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
-            let judged = match &confirmed {
-                // RFC 9111 §4.3.4: the stored response with the 304's fields merged in.
-                Some(stale) => {
-                    let mut merged = stale.head.headers.clone();
-                    conditional::merge_304(&mut merged, &parts.headers);
-                    let mut status = stale.head.status;
-                    self.judge(
-                        &mut status,
-                        &mut merged,
-                        parts.version,
-                        request_time,
-                        response_time,
-                        attempts.retries,
-                    )
-                }
-                None => self.judge(
-                    &mut parts.status,
-                    &mut parts.headers,
-                    parts.version,
-                    request_time,
-                    response_time,
-                    attempts.retries,
-                ),
-            };
-            match (judged, confirmed) {
-                (Err(NotStored::Retry), _) => match attempts.retry(&mut self.backend) {
+            match settled {
+                Settled::Retry => match attempts.retry(&mut self.backend) {
                     // The response is dropped unread: its connection closes.
                     Ok(next) => bereq = next,
                     Err(failed) => {
@@ -275,44 +333,100 @@ impl FetchTask {
                         return;
                     }
                 },
-                (judged, Some(stale)) => {
-                    self.revalidated(stale, judged, delivered);
+                // Dropping the leader without a published outcome tells the waiters to try
+                // again themselves.
+                Settled::Done(delivery) => {
+                    let _ = delivered.send(delivery);
                     return;
                 }
-                (Ok(judged), None) => break (judged, body),
-                (Err(NotStored::Replaced(response)), None) => {
-                    self.fill.replaced();
-                    let _ = delivered.send(Delivery::Replaced(*response));
-                    return;
-                }
-                (Err(NotStored::RequestNoStore), None) => {
-                    tracing::debug!(
-                        status = parts.status.as_u16(),
-                        "not stored: the request said no-store"
-                    );
-                    // Dropping the leader unpublished sends its waiters to look again.
-                    let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
-                    return;
-                }
-                (Err(NotStored::Because(reason)), None) => {
-                    tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
-                    self.fill.uncacheable();
-                    let _ = delivered.send(Delivery::Passed(Response::from_parts(parts, body)));
+                Settled::Filling {
+                    delivery,
+                    body,
+                    head,
+                    rule,
+                    sink,
+                } => {
+                    // A requester that left drops the reader with the undelivered message.
+                    let _ = delivered.send(delivery);
+                    let FetchTask { fill, backend, .. } = self;
+                    fill.run(body, head, rule, sink, backend.name()).await;
                     return;
                 }
             }
+        }
+    }
+
+    /// What the origin's `response` (to a request sent at `request_time`, `bereq.retries`
+    /// `retries`) turns into: judged, stored or not, its waiters told.
+    fn settle(&mut self, response: Response<TimedBody>, request_time: SystemTime, retries: i64) -> Settled {
+        let response_time = SystemTime::now();
+        let (mut parts, body) = response.into_parts();
+        headers::strip_hop_by_hop(&mut parts.headers);
+        let confirmed = self
+            .stale
+            .clone()
+            .filter(|_| parts.status == StatusCode::NOT_MODIFIED)
+            .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
+        let judged = match &confirmed {
+            // RFC 9111 §4.3.4: the stored response with the 304's fields merged in.
+            Some(stale) => {
+                let mut merged = stale.head.headers.clone();
+                conditional::merge_304(&mut merged, &parts.headers);
+                let mut status = stale.head.status;
+                self.judge(
+                    &mut status,
+                    &mut merged,
+                    parts.version,
+                    request_time,
+                    response_time,
+                    retries,
+                )
+            }
+            None => self.judge(
+                &mut parts.status,
+                &mut parts.headers,
+                parts.version,
+                request_time,
+                response_time,
+                retries,
+            ),
         };
-        let head = Arc::new(head);
-        // The length is checked again: a policy may have removed the `Content-Length` that
-        // `judge` checks.
-        let (sink, reader) = self.fill.start(&head, &rule, body.size_hint().exact());
-        // A requester that left drops the reader with the undelivered message.
-        let _ = delivered.send(Delivery::Stored {
-            head: head.clone(),
-            body: reader,
-        });
-        let FetchTask { fill, backend, .. } = self;
-        fill.run(body, head, rule, sink, backend.name()).await;
+        match (judged, confirmed) {
+            (Err(NotStored::Retry), _) => Settled::Retry,
+            (judged, Some(stale)) => Settled::Done(self.revalidated(stale, judged)),
+            (Ok((head, rule)), None) => {
+                let head = Arc::new(head);
+                // The length is checked again: a policy may have removed the `Content-Length`
+                // that `judge` checks.
+                let (sink, reader) = self.fill.start(&head, &rule, body.size_hint().exact());
+                Settled::Filling {
+                    delivery: Delivery::Stored {
+                        head: head.clone(),
+                        body: reader,
+                    },
+                    body,
+                    head,
+                    rule,
+                    sink,
+                }
+            }
+            (Err(NotStored::Replaced(response)), None) => {
+                self.fill.replaced();
+                Settled::Done(Delivery::Replaced(*response))
+            }
+            (Err(NotStored::RequestNoStore), None) => {
+                tracing::debug!(
+                    status = parts.status.as_u16(),
+                    "not stored: the request said no-store"
+                );
+                Settled::Done(Delivery::Passed(Response::from_parts(parts, body)))
+            }
+            (Err(NotStored::Because(reason)), None) => {
+                tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
+                self.fill.uncacheable();
+                Settled::Done(Delivery::Passed(Response::from_parts(parts, body)))
+            }
+        }
     }
 
     /// One exchange with the origin (retried as [`Attempts::send`] does); `self.backend` ends
@@ -346,24 +460,23 @@ impl FetchTask {
     /// A 304 confirmed `stale`: store it again as `judged` (the merged fields, RFC 9111
     /// §4.3.4, with a freshness computed from them).
     fn revalidated(
-        self,
+        &self,
         stale: Arc<CachedObject>,
         judged: Result<(ObjectHead, VaryRule), NotStored>,
-        delivered: oneshot::Sender<Delivery>,
-    ) {
+    ) -> Delivery {
         match judged {
             Ok((head, rule)) => {
                 let object = Arc::new(CachedObject::new(Arc::new(head), stale.body.clone()));
                 self.fill.store_complete(object.clone(), rule);
-                let _ = delivered.send(Delivery::Revalidated(object));
+                Delivery::Revalidated(object)
             }
             Err(NotStored::RequestNoStore) => {
                 let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
-                let _ = delivered.send(Delivery::Revalidated(object));
+                Delivery::Revalidated(object)
             }
             Err(NotStored::Replaced(response)) => {
                 self.fill.purge();
-                let _ = delivered.send(Delivery::Replaced(*response));
+                Delivery::Replaced(*response)
             }
             // The merged response forbids storing now (e.g. `no-store` in the 304): serve the
             // stored body this once and drop the object. (The caller sends a retry instead.)
@@ -373,10 +486,9 @@ impl FetchTask {
                 }
                 self.fill.purge();
                 let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
-                let _ = delivered.send(Delivery::Revalidated(object));
+                Delivery::Revalidated(object)
             }
         }
-        self.fill.finish();
     }
 
     /// Decides whether a response with `status` and `fields` may be stored and for how long;

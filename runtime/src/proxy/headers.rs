@@ -21,6 +21,11 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Removes hop-by-hop fields, including every field the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one look at each name, cheaper than removing all eight, finds
+    // that out (a field `Connection` names is there only with a `Connection`).
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     for name in connection_options(headers).iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
     }
