@@ -632,3 +632,125 @@ async fn a_request_paused_past_the_pause_timeout_fails_as_on_error_says() {
         "only the fail-open request reached the origin"
     );
 }
+
+// === bodies ===
+
+/// Body callbacks do work in proportion to the body, and the deadline is wall-clock on a
+/// machine shared with parallel tests: these get 100 ms, not the default 5 ms.
+async fn start_with_body_policy(policy: &str, origin: &Origin) -> (Running, SocketAddr) {
+    let path = support::write_policy("plugins-bodies", policy);
+    support::start_proxy(origin.addr, |config| {
+        config.policy = Some(path);
+        config.plugin_limits.deadline = Duration::from_millis(100);
+    })
+    .await
+}
+
+fn body_policy(max_body: &str) -> String {
+    format!(
+        r#"vcl 4.1;
+plugin rewrite {{ .path = "{}"; .config = "origin=edge"; .max_body = {max_body}; }}
+sub vcl_recv {{ return (pass); }}
+sub vcl_deliver {{ plugin.response(rewrite); }}
+"#,
+        wasm("body_rewrite.wasm")
+    )
+}
+
+#[tokio::test]
+async fn body_rewriter_rewrites_a_100_kb_response_and_its_content_length_follows() {
+    // 100 KB in 16 chunks: the plugin sees it grow (Pause) and rewrites it whole.
+    let line = "from the origin server\n"; // 23 bytes, "origin" once
+    let lines = 100 * 1024 / line.len();
+    let text = line.repeat(lines);
+    let chunks: Vec<(Duration, bytes::Bytes)> = text
+        .as_bytes()
+        .chunks(text.len() / 16 + 1)
+        .map(|c| (Duration::ZERO, bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    let origin = Origin::fixed(
+        OriginReply::ok("")
+            .header("content-type", "text/plain")
+            .chunks(chunks),
+    )
+    .await;
+    let (_proxy, addr) = start_with_body_policy(&body_policy("1MB"), &origin).await;
+    let reply = get(addr, "/big.txt", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let expected = "from the edge server\n".repeat(lines);
+    assert_eq!(reply.text().len(), expected.len());
+    assert!(reply.text() == expected, "every `origin` was replaced");
+    assert_eq!(reply.header("x-body-rewritten"), Some(lines.to_string().as_str()));
+    assert_eq!(
+        reply.header("content-length"),
+        Some(expected.len().to_string().as_str())
+    );
+    assert_eq!(reply.header("transfer-encoding"), None);
+}
+
+#[tokio::test]
+async fn a_10_mb_response_through_a_plugin_with_a_1_mb_max_body_is_refused_with_502() {
+    let origin =
+        Origin::fixed(OriginReply::ok(vec![b'x'; 10 << 20]).header("content-type", "text/plain")).await;
+    let (_proxy, addr) = start_with_body_policy(&body_policy("1MB"), &origin).await;
+    let reply = get(addr, "/huge.txt", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert!(reply.text().contains("`.max_body`"), "{}", reply.text());
+    // The next request is served: nothing is left behind.
+    let origin_small = Origin::fixed(OriginReply::ok("origin").header("content-type", "text/plain")).await;
+    let (_proxy, addr) = start_with_body_policy(&body_policy("1MB"), &origin_small).await;
+    assert_eq!(get(addr, "/", &[]).await.text(), "edge");
+}
+
+#[tokio::test]
+async fn a_plugin_without_max_body_sees_no_body_and_the_response_streams_as_sent() {
+    let origin = Origin::fixed(OriginReply::ok("origin body").header("content-type", "text/plain")).await;
+    let policy = format!(
+        "vcl 4.1;\nplugin rewrite {{ .path = \"{}\"; }}\nsub vcl_deliver {{ plugin.response(rewrite); }}\n",
+        wasm("body_rewrite.wasm")
+    );
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let reply = get(addr, "/", &[]).await;
+    assert_eq!(
+        reply.text(),
+        "origin body",
+        "no .max_body: the body callbacks do not run"
+    );
+    assert_eq!(reply.header("x-body-rewritten"), None);
+}
+
+#[tokio::test]
+async fn json_validator_refuses_an_invalid_request_body_and_forwards_a_valid_one() {
+    let origin =
+        Origin::start(|request| OriginReply::ok(format!("got {} bytes", request.body().len()))).await;
+    let policy = format!(
+        r#"vcl 4.1;
+plugin json {{ .path = "{}"; .max_body = 64KB; }}
+sub vcl_recv {{ plugin.request(json); return (pass); }}
+"#,
+        wasm("json_validator.wasm")
+    );
+    let (_proxy, addr) = start_with_body_policy(&policy, &origin).await;
+    let json = [("content-type", "application/json")];
+    let bad = support::send("POST", addr, "/api", &json, r#"{"a": [1, 2"#).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.header("x-json-validator"), Some("refused"));
+    assert!(bad.text().starts_with("invalid JSON body"), "{}", bad.text());
+    assert_eq!(origin.requests(), 0, "refused bodies never reach the origin");
+
+    let good = support::send("POST", addr, "/api", &json, r#"{"a": [1, 2]}"#).await;
+    assert_eq!(good.status, StatusCode::OK);
+    assert_eq!(good.text(), "got 13 bytes");
+    let seen = origin.last();
+    assert_eq!(seen.body.as_ref(), br#"{"a": [1, 2]}"#);
+    assert_eq!(
+        seen.header("x-json-validated"),
+        Some("1"),
+        "set by the body callback"
+    );
+    assert_eq!(seen.header("content-length"), Some("13"));
+
+    let too_big = support::send("POST", addr, "/api", &json, vec![b' '; 100 << 10]).await;
+    assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(origin.requests(), 1);
+}

@@ -94,6 +94,10 @@ pub fn load_plugins(
                 .vm_config(decl.vm_config.clone().into_bytes())
                 .root_id(&decl.root_id)
                 .upstreams(upstreams)
+                .max_body(
+                    decl.max_body
+                        .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
+                )
                 .isolation(isolation);
             host.load(&spec)
         })

@@ -116,6 +116,8 @@ pub(crate) struct PluginInner {
     pub(crate) limits: Limits,
     /// [`HostSettings::pause_timeout`].
     pub(crate) pause_timeout: std::time::Duration,
+    /// [`PluginSpec::max_body`](super::PluginSpec::max_body).
+    pub(crate) max_body: Option<usize>,
     /// Shared instances, one per worker thread (by thread index modulo the length).
     pub(crate) slots: Box<[Mutex<Option<Instance>>]>,
     generation: AtomicU64,
@@ -206,6 +208,7 @@ pub(crate) fn load(host: &HostInner, spec: &PluginSpec) -> Result<Arc<PluginInne
         isolation: spec.isolation,
         limits,
         pause_timeout: host.settings.pause_timeout,
+        max_body: spec.max_body,
         slots: (0..slots).map(|_| Mutex::new(None)).collect(),
         generation: AtomicU64::new(0),
         counters: Counters::default(),

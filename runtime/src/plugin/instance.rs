@@ -12,7 +12,8 @@ use tokio::time::Instant;
 use wasmtime::{Instance as WasmInstance, InstancePre, Store, Trap, TypedFunc, WasmParams, WasmResults};
 
 use super::abi::{
-    headers, once, AbiViolation, CallResponse, Dispatch, HostState, PluginMeta, ProcExit, Resumption, Views,
+    headers, once, AbiViolation, BodyBuffer, BodyKind, CallResponse, Dispatch, HostState, PluginMeta,
+    ProcExit, Resumption, Views,
 };
 use super::error::Cause;
 use super::view::{LocalResponse, RequestView, ResponseView, Verdict};
@@ -54,6 +55,8 @@ struct GuestFuncs {
     on_context_create: TypedFunc<(i32, i32), ()>,
     on_request_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
     on_response_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    on_request_body: Option<TypedFunc<(i32, i32, i32), i32>>,
+    on_response_body: Option<TypedFunc<(i32, i32, i32), i32>>,
     on_done: Option<TypedFunc<i32, i32>>,
     on_log: Option<TypedFunc<i32, ()>>,
     on_delete: Option<TypedFunc<i32, ()>>,
@@ -159,6 +162,8 @@ impl Instance {
                 .ok_or_else(|| Cause::Abi("no `proxy_on_context_create` export".into()))?,
             on_request_headers: typed(&instance, &mut store, "proxy_on_request_headers")?,
             on_response_headers: typed(&instance, &mut store, "proxy_on_response_headers")?,
+            on_request_body: typed(&instance, &mut store, "proxy_on_request_body")?,
+            on_response_body: typed(&instance, &mut store, "proxy_on_response_body")?,
             on_done: typed(&instance, &mut store, "proxy_on_done")?,
             on_log: typed(&instance, &mut store, "proxy_on_log")?,
             on_delete: typed(&instance, &mut store, "proxy_on_delete")?,
@@ -348,6 +353,46 @@ impl Instance {
         let verdict = self.verdict(action?, local);
         self.store.data_mut().settle();
         Ok(verdict)
+    }
+
+    /// `proxy_on_request_body` / `proxy_on_response_body` over the body buffered so far
+    /// (`body`, which the plugin may rewrite in place). `Continue` or `Paused` (the plugin wants
+    /// more before it decides: the caller buffers on), or the plugin's local response.
+    pub(crate) fn body(
+        &mut self,
+        ctx: u32,
+        kind: BodyKind,
+        (req, resp): (Option<&mut RequestView>, Option<&mut ResponseView>),
+        body: &mut Vec<u8>,
+        end_of_stream: bool,
+    ) -> Result<Verdict, Cause> {
+        let funcs = Arc::clone(&self.f);
+        let f = match kind {
+            BodyKind::Request => funcs.on_request_body.as_ref(),
+            BodyKind::Response => funcs.on_response_body.as_ref(),
+        };
+        let Some(f) = f else {
+            return Ok(Verdict::Continue);
+        };
+        let size = i32::try_from(body.len()).unwrap_or(i32::MAX);
+        self.store.data_mut().body = Some(BodyBuffer {
+            kind,
+            bytes: std::mem::take(body),
+        });
+        let (action, local) = self.with_views(ctx, req, resp, |this| {
+            this.call(f, ctx, (ctx as i32, size, i32::from(end_of_stream)))
+        });
+        let state = self.store.data_mut();
+        if let Some(buffer) = state.body.take() {
+            *body = buffer.bytes;
+        }
+        state.continued.retain(|c| *c != ctx);
+        state.settle();
+        Ok(match (action?, local) {
+            (_, Some(local)) => Verdict::LocalResponse(local),
+            (action, None) if pauses(action) && !end_of_stream => Verdict::Paused,
+            _ => Verdict::Continue,
+        })
     }
 
     /// `proxy_on_done`, then `proxy_on_log` and `proxy_on_delete`. A plugin that returns

@@ -145,6 +145,10 @@ pub struct PluginSpec {
     pub limits: Option<Limits>,
     /// The clusters `proxy_http_call` / `proxy_grpc_call` may name. Default: none.
     pub upstreams: UpstreamSet,
+    /// The most body bytes the proxy buffers for this plugin's body callbacks; `None` (the
+    /// default): the plugin sees no bodies (`proxy_on_request_body` / `proxy_on_response_body`
+    /// are not called), so header-only plugins cost nothing per body.
+    pub max_body: Option<usize>,
 }
 
 impl PluginSpec {
@@ -159,6 +163,7 @@ impl PluginSpec {
             isolation: Isolation::Shared,
             limits: None,
             upstreams: UpstreamSet::none(),
+            max_body: None,
         }
     }
 
@@ -171,6 +176,11 @@ impl PluginSpec {
     /// Sets the VM configuration.
     pub fn vm_config(mut self, vm_config: impl Into<Bytes>) -> Self {
         self.vm_config = vm_config.into();
+        self
+    }
+
+    pub fn max_body(mut self, max_body: Option<usize>) -> Self {
+        self.max_body = max_body;
         self
     }
 
@@ -261,6 +271,11 @@ impl Plugin {
 
     pub fn limits(&self) -> Limits {
         self.inner.limits
+    }
+
+    /// [`PluginSpec::max_body`]: whether (and how much of) bodies the plugin sees.
+    pub fn max_body(&self) -> Option<usize> {
+        self.inner.max_body
     }
 
     /// Starts the plugin's part of one request. No guest code runs until the first phase.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::abi::{Dispatch, Resumption};
+use super::abi::{BodyKind, Dispatch, Resumption};
 use super::engine::PluginInner;
 use super::error::{Cause, PluginError};
 use super::instance::{Instance, Outcome};
@@ -112,6 +112,36 @@ impl PluginStream {
     ) -> Result<Verdict, PluginError> {
         self.with_instance(true, |inst, ctx| inst.response_headers(ctx, req, resp))
             .map(|v| v.unwrap_or(Verdict::Continue))
+    }
+
+    /// `proxy_on_request_body` over the request body buffered so far (`body`, rewritten in
+    /// place by the plugin). [`Verdict::Paused`]: the plugin wants more before it decides.
+    pub fn on_request_body(
+        &mut self,
+        req: &mut RequestView,
+        body: &mut Vec<u8>,
+        end_of_stream: bool,
+    ) -> Result<Verdict, PluginError> {
+        self.with_instance(true, |inst, ctx| {
+            inst.body(ctx, BodyKind::Request, (Some(req), None), body, end_of_stream)
+        })
+        .map(|v| v.unwrap_or(Verdict::Continue))
+    }
+
+    /// `proxy_on_response_body` over the response body buffered so far (`body`, rewritten
+    /// in place by the plugin); `resp`'s headers may still change (the caller sends them after
+    /// the body is decided). [`Verdict::Paused`]: the plugin wants more before it decides.
+    pub fn on_response_body(
+        &mut self,
+        req: Option<&mut RequestView>,
+        resp: &mut ResponseView,
+        body: &mut Vec<u8>,
+        end_of_stream: bool,
+    ) -> Result<Verdict, PluginError> {
+        self.with_instance(true, |inst, ctx| {
+            inst.body(ctx, BodyKind::Response, (req, Some(resp)), body, end_of_stream)
+        })
+        .map(|v| v.unwrap_or(Verdict::Continue))
     }
 
     /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the plugin forgets the request.

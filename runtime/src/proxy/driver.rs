@@ -454,6 +454,14 @@ async fn vcl_route(
         } else {
             builtin::vcl_recv(&mut session.req)
         };
+        // Plugins that read bodies see the request's before it goes anywhere.
+        if let Some(diverted) = session
+            .plugins
+            .request_body(version, &mut session.req, Some(client), &mut body)
+            .await
+        {
+            action = diverted;
+        }
         let step = loop {
             match action {
                 Action::Lookup => {
@@ -496,7 +504,7 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
-                    let outgoing = match once(&mut body, had_body, shared) {
+                    let outgoing = match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
@@ -515,7 +523,7 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
-                    let outgoing = match once(&mut body, had_body, shared) {
+                    let outgoing = match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
@@ -592,7 +600,22 @@ async fn vcl_route(
             Step::PluginAnswered => plugin_answered(&mut session, status_header),
         };
         match outcome {
-            Deliver::Done(response, state) => return (response, state),
+            Deliver::Done(response, state) => {
+                // Plugins that read bodies see this one before its head is sent.
+                let client = Some(session.client);
+                return match session
+                    .plugins
+                    .response_body(version, &mut session.req, client, response)
+                    .await
+                {
+                    Ok(response) => (response, state),
+                    Err(mut answered) => {
+                        let synth = HeaderValue::from_static(CacheState::Synth.as_str());
+                        answered.headers_mut().insert(status_header, synth);
+                        (answered, CacheState::Synth)
+                    }
+                };
+            }
             Deliver::Restart if session.restarts < MAX_RESTARTS => {
                 session.restarts += 1;
                 session.hash.clear();
@@ -631,7 +654,18 @@ fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
 /// The client's body for the origin, which it can get once: as Varnish ("Uncached req.body
 /// can only be consumed once"), a restarted request whose body already went to the origin
 /// fails rather than send the origin the same request without its body.
-fn once(body: &mut Option<Incoming>, had_body: bool, shared: &Shared) -> Result<OutgoingBody, &'static str> {
+/// `rewritten`: the body as the plugins that read it left it (already read from the client).
+fn once(
+    body: &mut Option<Incoming>,
+    rewritten: Option<bytes::Bytes>,
+    had_body: bool,
+    shared: &Shared,
+) -> Result<OutgoingBody, &'static str> {
+    if let Some(rewritten) = rewritten {
+        return Ok(http_body_util::Full::new(rewritten)
+            .map_err(|never| match never {})
+            .boxed_unsync());
+    }
     match body.take() {
         Some(body) => Ok(streamed(body, shared.body_timeout)),
         None if had_body => Err("the request body was already sent to the origin once; \
@@ -669,9 +703,7 @@ fn plugin_answered(session: &mut ClientSession, status_header: &http::HeaderName
             CacheState::Synth,
         );
     };
-    let mut response = Response::new(ProxyBody::full(local.body));
-    *response.status_mut() = local.status;
-    *response.headers_mut() = local.headers;
+    let mut response = super::plugins::local_response(local);
     response.headers_mut().insert(
         status_header,
         HeaderValue::from_static(CacheState::Synth.as_str()),

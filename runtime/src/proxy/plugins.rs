@@ -16,9 +16,14 @@
 
 use std::net::SocketAddr;
 
+use http::header::{self, HeaderValue};
 use http::request::Parts;
-use http::{HeaderMap, StatusCode};
-use policy_lang::{OnError, PluginId, PluginOutcome};
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::BodyExt;
+use policy_lang::{Action, OnError, PluginId, PluginOutcome};
+
+use super::synth;
+use crate::cache::body::ProxyBody;
 
 use crate::plugin::{LocalResponse, PluginError, PluginStream, RequestView, ResponseView, Verdict};
 use crate::version::Version;
@@ -42,6 +47,13 @@ pub(super) struct PluginCalls {
     settled: Vec<(PluginId, RequestView, PluginOutcome)>,
     /// `vcl_recv` runs again after a pause: calls in `settled` are answered from there.
     replaying: bool,
+    /// Plugins whose response phase ran in `vcl_deliver` and that see bodies (`.max_body`),
+    /// in call order: [`PluginCalls::response_body`] runs their body callbacks.
+    body_readers: Vec<PluginId>,
+    /// The same for the request phase in `vcl_recv` ([`PluginCalls::request_body`]).
+    request_body_readers: Vec<PluginId>,
+    /// The request body as those plugins left it, for the origin.
+    pub rewritten_body: Option<bytes::Bytes>,
 }
 
 impl PluginCalls {
@@ -57,6 +69,7 @@ impl PluginCalls {
             if let Some(at) = self.settled.iter().position(|(settled, ..)| *settled == id) {
                 let (_, view, outcome) = self.settled.remove(at);
                 take_back_request(req, view);
+                note_body_reader(&mut self.request_body_readers, version, id, outcome);
                 return outcome;
             }
         }
@@ -71,6 +84,7 @@ impl PluginCalls {
             return PluginOutcome::Paused;
         }
         let outcome = self.outcome(version, id, result);
+        note_body_reader(&mut self.request_body_readers, version, id, outcome);
         if version.plugins.len() > 1 {
             self.settled.push((id, view.clone(), outcome));
         }
@@ -122,7 +136,196 @@ impl PluginCalls {
         take_back_request(req, request);
         *status = response.status;
         *headers = response.headers;
-        self.outcome(version, id, result)
+        let outcome = self.outcome(version, id, result);
+        note_body_reader(&mut self.body_readers, version, id, outcome);
+        outcome
+    }
+
+    /// The body callbacks (`proxy_on_request_body`) of the plugins whose request phase ran in
+    /// `vcl_recv` with a `.max_body`, when the request has a body: it is read whole from the
+    /// client (at most the smallest `.max_body`; a larger one is answered 413), each chunk is
+    /// shown to every such plugin, then the whole body with `end_of_stream`. What the plugins
+    /// leave is kept in [`rewritten_body`](Self::rewritten_body) for the origin, with
+    /// `Content-Length` set to its length. Returns the action that replaces `vcl_recv`'s when
+    /// the request ends here: a plugin's local response, a failed plugin, a body too large.
+    pub async fn request_body<B>(
+        &mut self,
+        version: &Version,
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+        body: &mut Option<B>,
+    ) -> Option<Action>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
+        let readers = std::mem::take(&mut self.request_body_readers);
+        let limit = readers
+            .iter()
+            .filter_map(|id| version.plugins.get(id.index())?.max_body())
+            .min()?;
+        let mut incoming = body.take_if(|b| !b.is_end_stream())?;
+        let mut buffer = Vec::new();
+        loop {
+            let frame = match incoming.frame().await {
+                None => break,
+                Some(Ok(frame)) => frame,
+                Some(Err(error)) => {
+                    let reason = format!("the request body failed while plugins read it: {error}");
+                    return Some(Action::Synth {
+                        status: 400,
+                        reason: reason.into(),
+                    });
+                }
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            if buffer.len() + data.len() > limit {
+                let reason = format!(
+                    "the request body is larger than {limit} bytes, the `.max_body` of a plugin that reads it"
+                );
+                return Some(Action::Synth {
+                    status: 413,
+                    reason: reason.into(),
+                });
+            }
+            buffer.extend_from_slice(&data);
+            if let Some(ended) = self.show_request_body(version, &readers, req, client, &mut buffer, false) {
+                return Some(ended);
+            }
+        }
+        if let Some(ended) = self.show_request_body(version, &readers, req, client, &mut buffer, true) {
+            return Some(ended);
+        }
+        req.headers.remove(header::TRANSFER_ENCODING);
+        req.headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(buffer.len()));
+        self.rewritten_body = Some(buffer.into());
+        None
+    }
+
+    fn show_request_body(
+        &mut self,
+        version: &Version,
+        readers: &[PluginId],
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+        buffer: &mut Vec<u8>,
+        end_of_stream: bool,
+    ) -> Option<Action> {
+        for &id in readers {
+            let stream = self.stream(version, id)?;
+            let mut view = lend_request(req, client);
+            let result = stream.on_request_body(&mut view, buffer, end_of_stream);
+            take_back_request(req, view);
+            match self.outcome(version, id, result) {
+                PluginOutcome::Continue | PluginOutcome::Paused => {}
+                PluginOutcome::LocalResponse { .. } => return Some(Action::PluginResponse { plugin: id }),
+                PluginOutcome::Failed => {
+                    let name = version.plugins.get(id.index()).map_or("?", |p| p.name());
+                    let reason = format!("plugin {name} failed");
+                    return Some(Action::Synth {
+                        status: 503,
+                        reason: reason.into(),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// The body callbacks (`proxy_on_response_body`) of the plugins whose response phase ran
+    /// in `vcl_deliver` with a `.max_body`, before the response head is sent: the body is read
+    /// whole (at most the smallest `.max_body`; a larger one is refused with 502), each chunk
+    /// is shown to every such plugin with `end_of_stream` false, then the whole body with it
+    /// true. The plugins may rewrite the body and the headers; `Content-Length` is then set to
+    /// the body's length. A plugin may answer instead (`Err`: its local response is in
+    /// `self.local`). Without such plugins the response goes on untouched.
+    pub async fn response_body(
+        &mut self,
+        version: &Version,
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+        response: Response<ProxyBody>,
+    ) -> Result<Response<ProxyBody>, Response<ProxyBody>> {
+        let readers = std::mem::take(&mut self.body_readers);
+        let Some(limit) = readers
+            .iter()
+            .filter_map(|id| version.plugins.get(id.index())?.max_body())
+            .min()
+        else {
+            return Ok(response);
+        };
+        let (mut head, mut body) = response.into_parts();
+        let mut buffer = Vec::new();
+        loop {
+            let frame = match body.frame().await {
+                None => break,
+                Some(Ok(frame)) => frame,
+                Some(Err(error)) => {
+                    let detail = format!("the response body failed while plugins read it: {error}");
+                    return Err(synth::plain(StatusCode::BAD_GATEWAY, &detail));
+                }
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            if buffer.len() + data.len() > limit {
+                let detail = format!(
+                    "the response body is larger than {limit} bytes, the `.max_body` of a plugin that reads it"
+                );
+                return Err(synth::plain(StatusCode::BAD_GATEWAY, &detail));
+            }
+            buffer.extend_from_slice(&data);
+            if let Some(ended) = self.show_body(version, &readers, req, client, &mut head, &mut buffer, false)
+            {
+                return Err(ended);
+            }
+        }
+        if let Some(ended) = self.show_body(version, &readers, req, client, &mut head, &mut buffer, true) {
+            return Err(ended);
+        }
+        head.headers.remove(header::TRANSFER_ENCODING);
+        head.headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(buffer.len()));
+        Ok(Response::from_parts(head, ProxyBody::full(buffer)))
+    }
+
+    /// One round of response body callbacks. A local response or a fail-closed failure ends
+    /// the request with the response returned.
+    #[allow(clippy::too_many_arguments)]
+    fn show_body(
+        &mut self,
+        version: &Version,
+        readers: &[PluginId],
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+        head: &mut http::response::Parts,
+        buffer: &mut Vec<u8>,
+        end_of_stream: bool,
+    ) -> Option<Response<ProxyBody>> {
+        for &id in readers {
+            let Some(stream) = self.stream(version, id) else {
+                continue;
+            };
+            let mut request = lend_request(req, client);
+            let mut response = ResponseView::new(head.status, std::mem::take(&mut head.headers));
+            response.end_of_stream = end_of_stream;
+            let result = stream.on_response_body(Some(&mut request), &mut response, buffer, end_of_stream);
+            take_back_request(req, request);
+            head.status = response.status;
+            head.headers = response.headers;
+            match self.outcome(version, id, result) {
+                PluginOutcome::Continue | PluginOutcome::Paused => {}
+                PluginOutcome::LocalResponse { .. } => {
+                    let local = self.local.take().expect("outcome keeps it");
+                    return Some(local_response(local));
+                }
+                PluginOutcome::Failed => {
+                    let name = version.plugins.get(id.index()).map_or("?", |p| p.name());
+                    let detail = format!("plugin {name} failed");
+                    return Some(synth::plain(StatusCode::SERVICE_UNAVAILABLE, &detail));
+                }
+            }
+        }
+        None
     }
 
     fn stream(&mut self, version: &Version, id: PluginId) -> Option<&mut PluginStream> {
@@ -194,4 +397,24 @@ fn take_back_request(req: &mut Parts, view: RequestView) {
     req.method = view.method;
     req.uri = view.uri;
     req.headers = view.headers;
+}
+
+/// Remembers that plugin `id` reads bodies in the phase that just came to `outcome`.
+fn note_body_reader(readers: &mut Vec<PluginId>, version: &Version, id: PluginId, outcome: PluginOutcome) {
+    let reads = version
+        .plugins
+        .get(id.index())
+        .and_then(|p| p.max_body())
+        .is_some();
+    if reads && outcome == PluginOutcome::Continue && !readers.contains(&id) {
+        readers.push(id);
+    }
+}
+
+/// A plugin's local response, as the plugin built it (`Content-Length` follows its body).
+pub(super) fn local_response(local: LocalResponse) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::full(local.body));
+    *response.status_mut() = local.status;
+    *response.headers_mut() = local.headers;
+    response
 }

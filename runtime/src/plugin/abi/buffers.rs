@@ -1,14 +1,14 @@
 //! Buffers: `proxy_get_buffer_bytes`, `proxy_set_buffer_bytes`, `proxy_get_buffer_status`.
 //!
 //! Plugin configuration (7) and VM configuration (6) are available in every callback, an
-//! outbound call's response body (4) in `proxy_on_http_call_response`.
-//! Bodies (0, 1) are not supported yet: reads return `NOT_FOUND` (the SDKs map it to
-//! None), writes are accepted and dropped; both are logged once per plugin. Other buffers
-//! do not exist (`NOT_FOUND`).
+//! outbound call's response body (4) in `proxy_on_http_call_response`, the request body (0)
+//! in `proxy_on_request_body` and the response body (1) in `proxy_on_response_body`: the
+//! bytes buffered so far, which the plugin may rewrite. A body outside its callback, and other
+//! buffers, are `NOT_FOUND` (the SDKs map it to None).
 
 use wasmtime::{Caller, Linker};
 
-use super::{hand_over, once, status, write_u32, HostState};
+use super::{hand_over, read, status, write_u32, HostState};
 
 const REQUEST_BODY: i32 = 0;
 const RESPONSE_BODY: i32 = 1;
@@ -43,13 +43,13 @@ fn get_bytes(
             }
             None => return Ok(status::NOT_FOUND),
         },
-        REQUEST_BODY | RESPONSE_BODY => {
-            meta.log_once(
-                once::BODY,
-                "the plugin read a request/response body; body access is not supported yet (returned NOT_FOUND)",
-            );
-            return Ok(status::NOT_FOUND);
-        }
+        REQUEST_BODY | RESPONSE_BODY => match &caller.data().body {
+            Some(body) if body.kind as i32 == buffer => {
+                call_body = bytes::Bytes::copy_from_slice(&body.bytes);
+                &call_body
+            }
+            _ => return Ok(status::NOT_FOUND),
+        },
         _ => return Ok(status::NOT_FOUND),
     };
     let start = (start as u32 as usize).min(data.len());
@@ -57,20 +57,28 @@ fn get_bytes(
     hand_over(&mut caller, &data[start..end], ret_ptr, ret_len)
 }
 
+/// Replaces `start..start + size` of the body with the plugin's bytes, as the spec says:
+/// `(0, 0)` prepends, a `start` at or past the end appends.
 fn set_bytes(
-    caller: Caller<'_, HostState>,
+    mut caller: Caller<'_, HostState>,
     buffer: i32,
-    _start: i32,
-    _size: i32,
-    _ptr: i32,
-    _len: i32,
+    start: i32,
+    size: i32,
+    ptr: i32,
+    len: i32,
 ) -> i32 {
-    match buffer {
-        REQUEST_BODY | RESPONSE_BODY => {
-            caller.data().meta.log_once(
-                once::SET_BODY,
-                "the plugin wrote a request/response body; body access is not supported yet (ignored)",
-            );
+    if buffer != REQUEST_BODY && buffer != RESPONSE_BODY {
+        return status::NOT_FOUND;
+    }
+    let Some(value) = read(&mut caller, ptr, len) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    match &mut caller.data_mut().body {
+        Some(body) if body.kind as i32 == buffer => {
+            let length = body.bytes.len();
+            let start = (start as u32 as usize).min(length);
+            let end = start.saturating_add(size as u32 as usize).min(length);
+            body.bytes.splice(start..end, value);
             status::OK
         }
         _ => status::NOT_FOUND,
@@ -84,6 +92,10 @@ fn get_status(mut caller: Caller<'_, HostState>, buffer: i32, len_ptr: i32, flag
         HTTP_CALL_RESPONSE_BODY => match &caller.data().call_response {
             Some(answer) => answer.body.len(),
             None => return status::NOT_FOUND,
+        },
+        REQUEST_BODY | RESPONSE_BODY => match &caller.data().body {
+            Some(body) if body.kind as i32 == buffer => body.bytes.len(),
+            _ => return status::NOT_FOUND,
         },
         _ => return status::NOT_FOUND,
     };

@@ -121,6 +121,8 @@ pub(crate) struct HostState {
     pub(crate) last_token: u32,
     /// The answer of an outbound call, during `proxy_on_http_call_response`.
     pub(crate) call_response: Option<CallResponse>,
+    /// The body buffered so far, during `proxy_on_request_body` / `proxy_on_response_body`.
+    pub(crate) body: Option<BodyBuffer>,
     /// Set by `proxy_set_tick_period_milliseconds`.
     pub(crate) tick_period: Option<Duration>,
     /// The last ERROR/CRITICAL line the plugin logged during the current callback (the Rust
@@ -148,6 +150,7 @@ impl HostState {
             dispatched: Vec::new(),
             last_token: 0,
             call_response: None,
+            body: None,
             tick_period: None,
             last_error_log: None,
             properties: HashMap::new(),
@@ -252,6 +255,19 @@ pub(crate) struct Dispatch {
 pub(crate) struct CallResponse {
     pub(crate) head: Option<ResponseView>,
     pub(crate) body: bytes::Bytes,
+}
+
+/// Which body a body callback sees (the buffer types of the ABI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind {
+    Request = 0,
+    Response = 1,
+}
+
+/// The body of the current body callback; the plugin reads and rewrites it in place.
+pub(crate) struct BodyBuffer {
+    pub(crate) kind: BodyKind,
+    pub(crate) bytes: Vec<u8>,
 }
 
 /// A host function was called in a way the ABI does not allow; the callback fails with
@@ -422,7 +438,6 @@ pub(crate) fn hand_over(
 
 /// Bits for [`PluginMeta::log_once`].
 pub(crate) mod once {
-    pub const BODY: u64 = 1 << 0;
     pub const HTTP_CALL: u64 = 1 << 1;
     pub const GRPC: u64 = 1 << 2;
     pub const QUEUE: u64 = 1 << 3;
@@ -430,7 +445,6 @@ pub(crate) mod once {
     pub const PAUSE: u64 = 1 << 5;
     pub const BAD_HEADER: u64 = 1 << 6;
     pub const NO_MAP: u64 = 1 << 7;
-    pub const SET_BODY: u64 = 1 << 8;
     pub const CLOSE_STREAM: u64 = 1 << 9;
     pub const UNKNOWN_UPSTREAM: u64 = 1 << 10;
 }
