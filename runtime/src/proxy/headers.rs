@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 
+use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Version};
 
@@ -135,13 +136,39 @@ pub fn append_via(headers: &mut HeaderMap, received: Version) {
 /// line as most origins parse only the first.
 pub fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
     const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
-    let client = client.to_string();
-    let value = match headers.get(&XFF).and_then(|v| v.to_str().ok()) {
-        Some(previous) => format!("{previous}, {client}"),
-        None => client,
-    };
-    if let Ok(value) = HeaderValue::from_str(&value) {
+    let mut value = Vec::with_capacity(64);
+    if let Some(previous) = headers.get(&XFF).filter(|v| v.to_str().is_ok()) {
+        value.extend_from_slice(previous.as_bytes());
+        value.extend_from_slice(b", ");
+    }
+    write_ip(&mut value, client);
+    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
         headers.insert(XFF, value);
+    }
+}
+
+/// Writes `ip` as `Display` does; IPv4 digit by digit, without the formatting machinery, as
+/// every origin request writes one.
+fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if octet >= 100 {
+                    out.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.push(b'0' + octet / 10 % 10);
+                }
+                out.push(b'0' + octet % 10);
+            }
+        }
+        IpAddr::V6(v6) => {
+            use std::io::Write;
+            let _ = write!(out, "{v6}");
+        }
     }
 }
 
@@ -193,5 +220,23 @@ mod tests {
         append_forwarded_for(&mut headers, "10.0.0.1".parse().unwrap());
         append_forwarded_for(&mut headers, "127.0.0.1".parse().unwrap());
         assert_eq!(headers["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+    }
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        for text in [
+            "0.0.0.0",
+            "10.2.30.255",
+            "127.0.0.1",
+            "192.168.100.9",
+            "::1",
+            "2001:db8::ff:1",
+            "::ffff:10.0.0.1",
+        ] {
+            let ip: IpAddr = text.parse().unwrap();
+            let mut written = Vec::new();
+            write_ip(&mut written, ip);
+            assert_eq!(String::from_utf8(written).unwrap(), ip.to_string(), "{text}");
+        }
     }
 }
