@@ -244,9 +244,11 @@ async fn serve_client<S>(
         }
         async move {
             let http2 = request.version() == http::Version::HTTP_2;
-            let handling = proxy::handle(shared, peer, request);
+            // Boxed for both protocols: the request's future is kilobytes, and hyper moves
+            // this one into a task per HTTP/2 stream (several copies inside tokio's spawn).
+            let handling = Box::pin(proxy::handle(shared, peer, request));
             let response = if http2 {
-                h2_guard::serve(&streams, Box::pin(handling)).await
+                h2_guard::serve(&streams, handling).await
             } else {
                 handling.await
             };
