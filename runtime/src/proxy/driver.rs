@@ -224,7 +224,9 @@ async fn lookup(
     let shared = route.shared;
     let wanted = RequestDirectives::from_headers(&request.headers);
     let ignore_request = shared.ignore_request_cache_control;
-    if shared.cache.coalescer.is_pass_only(&key) {
+    // Pass-only marks are a policy's (`return (pass)` in `vcl_backend_response`) and without
+    // one they are ignored: a hit without a policy does not look for them.
+    if route.version.policy.is_some() && shared.cache.coalescer.is_pass_only(&key) {
         if let Some(action) = hooks.pass_only() {
             return Err(action);
         }
@@ -504,10 +506,11 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
-                    let outgoing = match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
-                        Ok(outgoing) => outgoing,
-                        Err(detail) => break Step::Synth(503, Some(detail.to_string())),
-                    };
+                    let outgoing =
+                        match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
+                            Ok(outgoing) => outgoing,
+                            Err(detail) => break Step::Synth(503, Some(detail.to_string())),
+                        };
                     let response = relay::pass(route, &session.req, outgoing).await;
                     break Step::Served(response, CacheState::Pass);
                 }
@@ -523,10 +526,11 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
-                    let outgoing = match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
-                        Ok(outgoing) => outgoing,
-                        Err(detail) => break Step::Synth(503, Some(detail.to_string())),
-                    };
+                    let outgoing =
+                        match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
+                            Ok(outgoing) => outgoing,
+                            Err(detail) => break Step::Synth(503, Some(detail.to_string())),
+                        };
                     let (response, state) = piped(route, &mut session.req, bereq, outgoing).await;
                     // As Varnish: a pipe's answer is the origin's, vcl_deliver does not see it.
                     break Step::Piped(response, state);
