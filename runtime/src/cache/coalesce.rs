@@ -8,7 +8,9 @@
 //! - When the leader's response turns out storable, waiters read it as it streams in.
 //! - When it turns out uncacheable, waiters go to the origin themselves, and the key is
 //!   remembered as hit-for-pass for a while, so later requests for it are not serialised
-//!   behind each other (Varnish's hit-for-miss). A storable response clears the mark.
+//!   behind each other (Varnish's hit-for-miss). A storable response clears the mark. The
+//!   requests that pass under a mark do not renew it (that would be a store write per request):
+//!   it ends `hit_for_pass_ttl` after it was set, and the next request leads a fetch again.
 //! - A policy's `return (pass)` / `return (pass(DURATION))` in `vcl_backend_response` marks the
 //!   key pass-only for that long (Varnish's hit-for-pass object): its requests pass, nothing is
 //!   stored for it, until the mark expires or the key is purged.
