@@ -1,5 +1,5 @@
 //! Many origins over real sockets: directors (round-robin, least-connections, consistent
-//! hash), health probes that take an origin out and put it back, grace while every origin is
+//! hash, shard), health probes that take an origin out and put it back, grace while every origin is
 //! down, and the retry of a refused connection. Three origins in each test answer with their
 //! own name, so a response tells which one served it.
 
@@ -126,17 +126,39 @@ sub vcl_recv {{ set req.backend_hint = lc.backend(); return (pass); }}\n",
 
 #[tokio::test]
 async fn hash_director_keeps_each_url_on_one_origin_and_moves_only_a_removed_share() {
+    consistent_director_keeps_urls_and_moves_only_a_removed_share(
+        "new h = directors.hash(); h.add_backend(a, 1.0); h.add_backend(b, 1.0); h.add_backend(c, 1.0);",
+        "new h = directors.hash(); h.add_backend(a, 1.0); h.add_backend(b, 1.0);",
+        "h.backend(req.url)",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn shard_director_keeps_each_url_on_one_origin_and_moves_only_a_removed_share() {
+    consistent_director_keeps_urls_and_moves_only_a_removed_share(
+        "new vd = directors.shard(); vd.add_backend(a); vd.add_backend(b); vd.add_backend(c); vd.reconfigure();",
+        // Removed the way a cluster operator does it: the backend stays declared.
+        "new vd = directors.shard(); vd.add_backend(a); vd.add_backend(b); vd.add_backend(c); \
+         vd.remove_backend(c); vd.reconfigure();",
+        "vd.backend(by=URL)",
+    )
+    .await;
+}
+
+/// With `all` (three members) in `vcl_init`, each of 300 URLs stays on one origin and `c` holds
+/// about a third; after a reload with `two` (no `c`), exactly the URLs `c` held move.
+async fn consistent_director_keeps_urls_and_moves_only_a_removed_share(all: &str, two: &str, pick: &str) {
     let [a, b, c] = three().await;
-    let policy = |origins: &[&Origin], members: &str| {
+    let policy = |init: &str| {
         format!(
             "vcl 4.1;\nimport directors;\n{}
-sub vcl_init {{ new h = directors.hash(); {members} }}
-sub vcl_recv {{ set req.backend_hint = h.backend(req.url); return (pass); }}\n",
-            backends(origins, "")
+sub vcl_init {{ {init} }}
+sub vcl_recv {{ set req.backend_hint = {pick}; return (pass); }}\n",
+            backends(&[&a, &b, &c], "")
         )
     };
-    let all = "h.add_backend(a, 1.0); h.add_backend(b, 1.0); h.add_backend(c, 1.0);";
-    let path = support::write_policy("directors", &policy(&[&a, &b, &c], all));
+    let path = support::write_policy("directors", &policy(all));
     let config = edgecache_runtime::Config {
         listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
         policy: Some(path.clone()),
@@ -165,11 +187,7 @@ sub vcl_recv {{ set req.backend_hint = h.backend(req.url); return (pass); }}\n",
     );
 
     // `c` leaves the director: only the URLs it held may move.
-    std::fs::write(
-        &path,
-        policy(&[&a, &b, &c], "h.add_backend(a, 1.0); h.add_backend(b, 1.0);"),
-    )
-    .expect("edit");
+    std::fs::write(&path, policy(two)).expect("edit");
     proxy.reload().await.expect("the edited policy loads");
     let mut moved = 0;
     for url in &urls {

@@ -333,11 +333,11 @@ fn checker_accepts_least_connections_and_names_the_supported_kinds() {
     );
     assert!(r.contains("did you mean `directors.least_connections`?"), "{r}");
     assert!(
-        r.contains("`directors.round_robin()`, `directors.fallback()`, `directors.random()`, `directors.hash()`, `directors.least_connections()`"),
+        r.contains("`directors.round_robin()`, `directors.fallback()`, `directors.random()`, `directors.hash()`, `directors.least_connections()`, `directors.shard()`"),
         "{r}"
     );
-    let r = errors(&format!("{base}sub vcl_init {{ new x = directors.shard(); }}"));
-    assert!(r.contains("for consistent hashing use `directors.hash()`"), "{r}");
+    let r = errors(&format!("{base}sub vcl_init {{ new x = directors.vslp(); }}"));
+    assert!(r.contains("`directors.shard()`"), "{r}");
 
     // A director is added by its value, `x.backend()`, not by its name.
     let r = errors(&format!(

@@ -333,6 +333,10 @@ impl Context for Picking<'_> {
         self.backends.get(backend.index()).map_or(0, Backend::in_flight)
     }
 
+    fn healthy_for(&self, backend: BackendId) -> Option<f64> {
+        self.backends.get(backend.index()).and_then(Backend::healthy_for)
+    }
+
     fn random(&self) -> f64 {
         fastrand::f64()
     }

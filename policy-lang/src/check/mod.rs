@@ -25,7 +25,7 @@ use crate::ast::{Decl, ExprKind, Module, StmtKind, SubDef};
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Sink, Span};
 use crate::tree::{Checked, Director, DirectorKind, ProbeDecl};
 use crate::vocab::{BackendId, Sub};
-use types::{AddedMember, BodyCtx, DirectorAdd, Lowerer};
+use types::{AddedMember, BodyCtx, DirectorAdd, InitCalls, Lowerer, ShardCall, ShardOp};
 
 /// What a top-level name refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,14 +109,9 @@ fn unknown_director(name: &str, span: Span) -> Diagnostic {
         .map(|(n, _)| format!("`{n}()`"))
         .collect();
     let supported = format!("edgecache's directors: {}", supported.join(", "));
-    let hint = match name {
-        "directors.shard" => format!(
-            "for consistent hashing use `directors.hash()` (rendezvous hashing: only a missing member's keys move); {supported}"
-        ),
-        _ => match did_you_mean(name, DirectorKind::ALL.iter().map(|(n, _)| *n)) {
-            Some(s) => format!("did you mean `{s}`? {supported}"),
-            None => supported,
-        },
+    let hint = match did_you_mean(name, DirectorKind::ALL.iter().map(|(n, _)| *n)) {
+        Some(s) => format!("did you mean `{s}`? {supported}"),
+        None => supported,
     };
     let label = if name.starts_with("directors.") {
         "unknown director kind"
@@ -392,7 +387,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
 
     // === lowering with types and scopes ===
     let mut bodies = Vec::with_capacity(subs.len());
-    let mut adds = Vec::new();
+    let mut init = InitCalls::default();
     for (i, s) in subs.iter().enumerate() {
         if s.method.is_none() && masks[i] == 0 && s.from_user {
             sink.push(
@@ -407,25 +402,27 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
             is_method: s.method.is_some(),
             via: &via[i],
         };
-        let mut l = Lowerer::new(sink, &syms, cx, &mut adds);
+        let mut l = Lowerer::new(sink, &syms, cx, &mut init);
         let mut body = Vec::new();
         for def in &s.defs {
             body.extend(l.body(&def.body));
         }
         bodies.push(body);
     }
-    refuse_director_cycles(sink, &adds, &directors);
-    for add in adds {
-        let (member, name) = match add.member {
-            AddedMember::Backend(b) => (b, backends.get(b.index()).map(|b| b.name.clone())),
-            // A director's value is the id after the backends' (see `Program::director_value`).
-            AddedMember::Director(d) => (
-                BackendId::new((backends.len() + d) as u32),
-                directors.get(d).map(|d| d.name.clone()),
-            ),
-        };
+    refuse_director_cycles(sink, &init.adds, &directors);
+    // A director's value is the id after the backends' (see `Program::director_value`).
+    let member_of = |member: AddedMember, directors: &[Director]| match member {
+        AddedMember::Backend(b) => (b, backends.get(b.index()).map(|b| b.name.clone())),
+        AddedMember::Director(d) => (
+            BackendId::new((backends.len() + d) as u32),
+            directors.get(d).map(|d| d.name.clone()),
+        ),
+    };
+    for add in init.adds {
+        let (member, name) = member_of(add.member, &directors);
         directors[add.director].add(member, name.as_deref().unwrap_or(""), add.weight);
     }
+    configure_shards(init.shard, &mut directors, member_of);
 
     if sink.has_errors() {
         return None;
@@ -470,6 +467,71 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         builtin_recv,
         task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var"),
     })
+}
+
+/// Runs the shard directors' `vcl_init` calls in order, then the reconfiguration Varnish does
+/// at the end of `vcl_init`; the ring's members become the director's (for its health).
+fn configure_shards(
+    calls: Vec<ShardCall>,
+    directors: &mut [Director],
+    member_of: impl Fn(AddedMember, &[Director]) -> (BackendId, Option<String>),
+) {
+    use crate::tree::shard::ShardChange;
+    for call in calls {
+        let change = match call.op {
+            ShardOp::Add {
+                member,
+                ident,
+                rampup,
+                weight,
+            } => {
+                let (backend, name) = member_of(member, directors);
+                Some(ShardChange::Add {
+                    backend,
+                    name: name.unwrap_or_default(),
+                    ident,
+                    rampup,
+                    weight,
+                })
+            }
+            ShardOp::Remove { member, ident } => Some(ShardChange::Remove {
+                backend: member.map(|m| member_of(m, directors).0),
+                ident,
+            }),
+            ShardOp::Clear => Some(ShardChange::Clear),
+            op => {
+                let Some(shard) = directors[call.director].shard.as_mut() else {
+                    continue;
+                };
+                match op {
+                    ShardOp::Reconfigure(replicas) => {
+                        shard.reconfigure(replicas);
+                    }
+                    ShardOp::Warmup(p) => shard.warmup = p,
+                    ShardOp::Rampup(d) => shard.rampup = d,
+                    _ => {}
+                }
+                None
+            }
+        };
+        if let (Some(change), Some(shard)) = (change, directors[call.director].shard.as_mut()) {
+            shard.queue(change);
+        }
+    }
+    for d in directors.iter_mut() {
+        let Some(shard) = d.shard.as_mut() else {
+            continue;
+        };
+        shard.finish();
+        let members: Vec<_> = shard
+            .members
+            .iter()
+            .map(|m| (m.backend, m.name.clone()))
+            .collect();
+        for (backend, name) in members {
+            d.add(backend, &name, 1.0);
+        }
+    }
 }
 
 /// Directors may contain directors, but not themselves: a pick would never end. Reports the

@@ -90,6 +90,7 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         Func::Now => ctx.get(Var::Now),
         Func::Connection(value) => ctx.connection(value),
         Func::Cookie(_) | Func::Var(_) | Func::Header(_) | Func::Blob(_) => p.vmod_value(f, args, ctx),
+        Func::ShardKey => Value::Int(i64::from(crate::tree::shard::hash32(&[&s0()]))),
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.
         Func::Ban => Value::Bool(crate::ban::parse_ban(&s0()).is_ok()),

@@ -111,6 +111,13 @@ pub trait Context {
         true
     }
 
+    /// Seconds since `backend` (a declared backend) last turned healthy, for the shard
+    /// director's rampup; `None` when not known, which counts as long ago.
+    fn healthy_for(&self, backend: BackendId) -> Option<f64> {
+        let _ = backend;
+        None
+    }
+
     /// A `proxy.*` or `tls.*` value of the request's client connection; a value of
     /// [`ConnectionValue::value_type`]. By default the connection has nothing to say.
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
@@ -223,6 +230,9 @@ impl Context for OwnTask<'_> {
     }
     fn healthy(&self, backend: BackendId) -> bool {
         self.ctx.healthy(backend)
+    }
+    fn healthy_for(&self, backend: BackendId) -> Option<f64> {
+        self.ctx.healthy_for(backend)
     }
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
         self.ctx.connection(value)

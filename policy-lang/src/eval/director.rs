@@ -14,6 +14,7 @@
 //!   the score `-weight / ln(u)` with `u` in (0, 1) a hash of the key and
 //!   the member's name, and the highest score wins. A member going sick or
 //!   being removed only moves the keys it had;
+//! * `shard`: Varnish's consistent-hashing ring (`eval/shard.rs`);
 //! * `least_connections`: the member with the fewest requests in flight
 //!   ([`Context::in_flight`]) per unit of weight; among equals, the starting
 //!   point rotates.
@@ -88,6 +89,7 @@ impl Program {
                 usable(m).then_some(m.backend)
             }),
             DirectorKind::Fallback => d.members.iter().find(|m| usable(m)).map(|m| m.backend),
+            DirectorKind::Shard => self.shard_resolve(d, key, ctx),
             DirectorKind::Random => {
                 let total: f64 = d.members.iter().filter(|m| usable(m)).map(|m| m.weight).sum();
                 if total <= 0.0 || !total.is_finite() {

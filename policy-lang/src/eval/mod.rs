@@ -12,6 +12,7 @@ mod director;
 mod fnmatch;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod generated;
+mod shard;
 mod strftime;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod testing;
@@ -350,6 +351,7 @@ impl Program {
                 let key = key.as_ref().map(|k| k.as_str().unwrap_or(""));
                 Value::Backend(Some(self.director_value(*d, key)))
             }
+            Expr::Shard(pick) => self.shard_value(pick, ctx),
         }
     }
 

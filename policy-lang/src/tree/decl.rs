@@ -237,6 +237,7 @@ pub(crate) enum DirectorKind {
     Random,
     Hash,
     LeastConnections,
+    Shard,
 }
 
 impl DirectorKind {
@@ -247,6 +248,7 @@ impl DirectorKind {
         ("directors.random", DirectorKind::Random),
         ("directors.hash", DirectorKind::Hash),
         ("directors.least_connections", DirectorKind::LeastConnections),
+        ("directors.shard", DirectorKind::Shard),
     ];
 
     pub fn from_constructor(name: &str) -> Option<DirectorKind> {
@@ -285,6 +287,8 @@ pub(crate) struct Director {
     pub members: Vec<Member>,
     /// Round-robin position (round_robin) / tie-break rotation (least_connections).
     pub next: AtomicUsize,
+    /// The ring of a `shard` director (its `members` are the ring's, for health).
+    pub shard: Option<Box<super::shard::Shard>>,
 }
 
 impl Director {
@@ -294,6 +298,7 @@ impl Director {
             kind,
             members: Vec::new(),
             next: AtomicUsize::new(0),
+            shard: (kind == DirectorKind::Shard).then(Box::default),
         }
     }
 

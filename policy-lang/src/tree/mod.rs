@@ -7,6 +7,7 @@
 
 mod decl;
 pub(crate) mod fold;
+pub(crate) mod shard;
 
 pub(crate) use decl::{Acl, AclName, AclRule, Director, DirectorKind, Member};
 pub use decl::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsolation, ProbeDecl};
@@ -73,6 +74,8 @@ pub(crate) enum Func {
     Header(HeaderFn),
     /// `blob.*` (Varnish's vmod_blob).
     Blob(BlobFn),
+    /// `shard.key(STRING)`: the 32-bit key the shard director hashes strings to.
+    ShardKey,
 }
 
 impl Func {
@@ -192,6 +195,8 @@ pub(crate) enum Expr {
     },
     /// `director.backend()`.
     Director(usize, Option<Box<Expr>>),
+    /// `shard.backend(...)`.
+    Shard(Box<shard::ShardPick>),
 }
 
 #[derive(Debug)]

@@ -3,5 +3,5 @@ import directors;
 backend a { .host = "10.0.0.1"; }
 sub vcl_init {
     new cluster = directors.round_robbin();
-    new ring = directors.shard();
+    new ring = directors.vslp();
 }

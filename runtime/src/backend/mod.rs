@@ -291,6 +291,13 @@ impl Backend {
         self.inner.health.as_ref().map(|(health, _)| health.report())
     }
 
+    /// Seconds since the probe last found the origin turned healthy (the shard director's
+    /// rampup); `None` without a probe or while sick.
+    pub fn healthy_for(&self) -> Option<f64> {
+        let report = self.health().filter(|r| r.healthy)?;
+        Some(report.last_change.elapsed().unwrap_or_default().as_secs_f64())
+    }
+
     /// Requests sent to this backend whose response body has not ended (or failed) yet.
     pub fn in_flight(&self) -> usize {
         usize::try_from(self.inner.stats.in_flight.load(Ordering::Acquire)).unwrap_or(usize::MAX)

@@ -419,6 +419,13 @@ impl Context for ClientSession {
             .is_none_or(crate::backend::Backend::healthy)
     }
 
+    fn healthy_for(&self, backend: BackendId) -> Option<f64> {
+        self.version
+            .backends
+            .get(backend.index())
+            .and_then(crate::backend::Backend::healthy_for)
+    }
+
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
         let extensions = &self.req.extensions;
         let answer = match value.vmod() {

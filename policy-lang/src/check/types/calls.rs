@@ -11,7 +11,7 @@ use crate::check::ty::Ty;
 use crate::check::vars::{self, VarRef};
 use crate::check::SymKind;
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Span};
-use crate::tree::{fold, Expr, Func, Replacement, Stmt};
+use crate::tree::{fold, DirectorKind, Expr, Func, Replacement, Stmt};
 use crate::vocab::regex as re;
 use crate::vocab::sub::mask;
 use crate::vocab::{PluginId, PluginPhase, Value};
@@ -126,6 +126,9 @@ impl Lowerer<'_> {
                 // `obj.add_backend(...)` in vcl_init.
                 if let Some((obj, method)) = name.rsplit_once('.') {
                     if let Some(SymKind::Director(id, kind)) = self.syms.get(obj) {
+                        if kind == DirectorKind::Shard {
+                            return self.shard_stmt(id, method, func, args, e.span);
+                        }
                         if method == "add_backend" {
                             return self.add_backend(id, kind, func, args, e.span);
                         }
@@ -302,6 +305,9 @@ impl Lowerer<'_> {
         // Methods: `<string>.lower()`, `<string>.upper()`, `<director>.backend()`.
         if let Some((recv, method)) = name.rsplit_once('.') {
             if let Some(SymKind::Director(id, kind)) = self.syms.get(recv) {
+                if kind == DirectorKind::Shard {
+                    return self.shard_value(id, method, func, args, span);
+                }
                 if method == "backend" {
                     return self.director_backend(id, kind, name, args, span);
                 }

@@ -16,6 +16,13 @@ pub(crate) struct DirectorAdd {
     pub span: Span,
 }
 
+/// What `vcl_init` does to directors, in the order the calls were lowered.
+#[derive(Default)]
+pub(crate) struct InitCalls {
+    pub adds: Vec<DirectorAdd>,
+    pub shard: Vec<super::ShardCall>,
+}
+
 /// What `add_backend` adds: a backend, or another director (`d2.backend()`).
 pub(crate) enum AddedMember {
     Backend(BackendId),
@@ -85,6 +92,18 @@ impl Lowerer<'_> {
         let member = match (b, bt) {
             (Expr::Const(Value::Backend(Some(be))), Ty::Backend) => AddedMember::Backend(be),
             (Expr::Director(d, None), Ty::Backend) => AddedMember::Director(d),
+            (Expr::Shard(_), Ty::Backend) => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        args[0].value.span,
+                        "a `shard` director cannot be a member of another director",
+                    )
+                    .label("its pick depends on each request's key")
+                    .hint("add its backends to this director instead, or pick from it in `vcl_recv`"),
+                );
+                return None;
+            }
             (Expr::Director(..), Ty::Backend) => {
                 self.sink.push(
                     Diagnostic::new(
@@ -103,7 +122,7 @@ impl Lowerer<'_> {
                 return None;
             }
         };
-        self.director_adds.push(DirectorAdd {
+        self.init.adds.push(DirectorAdd {
             director: id,
             member,
             weight,

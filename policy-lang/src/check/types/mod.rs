@@ -7,17 +7,19 @@
 //! Errors are pushed and checking goes on with a poison type (`Ty::Err`) so one mistake
 //! does not cascade. One concern per file: `stmt.rs` (statements and assignments),
 //! `returns.rs` (`return (...)`), `calls.rs` (functions and statement calls), `directors.rs`
-//! (`add_backend`, `.backend()`), `expr.rs` (expressions, operators, conversions).
+//! (`add_backend`, `.backend()`), `shard.rs` (the `shard` director's methods), `expr.rs` (expressions, operators, conversions).
 
 mod calls;
 mod directors;
 mod expr;
 mod returns;
+mod shard;
 mod stmt;
 
 use std::collections::HashMap;
 
-pub(crate) use directors::{AddedMember, DirectorAdd};
+pub(crate) use directors::{AddedMember, DirectorAdd, InitCalls};
+pub(crate) use shard::{ShardCall, ShardOp};
 
 use super::ty::Ty;
 use super::Symbols;
@@ -40,8 +42,8 @@ pub(crate) struct Lowerer<'a> {
     pub sink: &'a mut Sink,
     pub syms: &'a Symbols,
     pub cx: BodyCtx<'a>,
-    /// Director `add_backend` calls found in `vcl_init`.
-    pub director_adds: &'a mut Vec<DirectorAdd>,
+    /// Director `add_backend` calls (and shard changes) found in `vcl_init`.
+    pub init: &'a mut InitCalls,
     depth: usize,
 }
 
@@ -52,13 +54,13 @@ impl<'a> Lowerer<'a> {
         sink: &'a mut Sink,
         syms: &'a Symbols,
         cx: BodyCtx<'a>,
-        director_adds: &'a mut Vec<DirectorAdd>,
+        init: &'a mut InitCalls,
     ) -> Lowerer<'a> {
         Lowerer {
             sink,
             syms,
             cx,
-            director_adds,
+            init,
             depth: 0,
         }
     }

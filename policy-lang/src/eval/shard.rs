@@ -1,0 +1,251 @@
+//! The shard director at run time: the key of `shard.backend(...)` and the walk around the
+//! ring that picks a member, step for step as Varnish's `sharddir_pick_be`.
+//!
+//! From the first point at or after the key the walk goes clockwise, each member counted once:
+//! * `alt=N` skips N members first (`healthy=ALL`: only healthy ones count as skipped);
+//! * the pick is then the next healthy member (`healthy=IGNORE`: the next one); when there is
+//!   none, the last healthy member seen, or no backend;
+//! * with `alt=0` and health looked at, the member after the pick may take the request instead:
+//!   while the pick is in its rampup (it turned healthy less than `rampup` ago) with the
+//!   probability of the rampup left, or else with the `warmup` probability.
+//!
+//! `resolve=NOW` (the default outside `vcl_init`) picks while the sub runs, so the policy can
+//! read the backend it got; `resolve=LAZY` returns the director with the key and the
+//! parameters packed into the [`BackendId`], and the pick happens when the fetch starts.
+
+use super::Context;
+use crate::compile::Program;
+use crate::tree::shard::{hash32, Shard, ShardBy, ShardHealthy, ShardPick};
+use crate::tree::Director;
+use crate::vocab::{BackendId, Value};
+
+/// The arguments of one pick, after defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PickArgs {
+    key: u32,
+    alt: u32,
+    /// -1: the director's `set_warmup`.
+    warmup: f64,
+    rampup: bool,
+    healthy: ShardHealthy,
+}
+
+/// `alt` kept in a lazy pick: far more than any director has members.
+const ALT_MAX: u32 = 0xfff;
+const WARMUP_DEFAULT: u64 = 0x3ff;
+
+impl PickArgs {
+    /// The arguments in the 64 bits of a [`BackendId`] key: key (32), alt (12), healthy (2),
+    /// rampup (1), warmup in thousandths (10; all ones for the director's).
+    fn pack(self) -> u64 {
+        let healthy = match self.healthy {
+            ShardHealthy::Chosen => 0,
+            ShardHealthy::Ignore => 1,
+            ShardHealthy::All => 2,
+        };
+        let warmup = if self.warmup < 0.0 {
+            WARMUP_DEFAULT
+        } else {
+            (self.warmup * 1000.0).round() as u64
+        };
+        u64::from(self.key)
+            | u64::from(self.alt.min(ALT_MAX)) << 32
+            | healthy << 44
+            | u64::from(self.rampup) << 46
+            | warmup << 47
+    }
+
+    fn unpack(bits: u64) -> PickArgs {
+        let warmup = (bits >> 47) & WARMUP_DEFAULT;
+        PickArgs {
+            key: bits as u32,
+            alt: ((bits >> 32) as u32) & ALT_MAX,
+            healthy: match (bits >> 44) & 3 {
+                1 => ShardHealthy::Ignore,
+                2 => ShardHealthy::All,
+                _ => ShardHealthy::Chosen,
+            },
+            rampup: (bits >> 46) & 1 == 1,
+            warmup: if warmup == WARMUP_DEFAULT {
+                -1.0
+            } else {
+                warmup as f64 / 1000.0
+            },
+        }
+    }
+}
+
+impl Program {
+    /// The value of `shard.backend(...)`.
+    pub(super) fn shard_value(&self, pick: &ShardPick, ctx: &dyn Context) -> Value<'_> {
+        let Some(args) = self.pick_args(pick, ctx) else {
+            return Value::Backend(None);
+        };
+        if pick.lazy {
+            let index = (self.backends.len() + pick.director) as u32;
+            return Value::Backend(Some(BackendId::with_key(index, args.pack())));
+        }
+        let shard = self.directors.get(pick.director).and_then(|d| d.shard.as_deref());
+        Value::Backend(shard.and_then(|s| self.shard_pick(s, args, ctx)))
+    }
+
+    /// A lazy shard pick, when the fetch starts (see [`Program::resolve_backend`]).
+    pub(super) fn shard_resolve(&self, d: &Director, key: u64, ctx: &dyn Context) -> Option<BackendId> {
+        self.shard_pick(d.shard.as_deref()?, PickArgs::unpack(key), ctx)
+    }
+
+    /// The key and the other arguments; `None` (and a log line) for arguments Varnish fails
+    /// the request on.
+    fn pick_args(&self, pick: &ShardPick, ctx: &dyn Context) -> Option<PickArgs> {
+        // Where Varnish fails the request on an argument, no backend is picked.
+        let key = match pick.by {
+            ShardBy::Hash | ShardBy::Url => {
+                let url = self.eval(&pick.key, ctx);
+                hash32(&[url.as_str().unwrap_or("")])
+            }
+            ShardBy::Key => match self.eval(&pick.key, ctx).as_int().map(u32::try_from) {
+                Some(Ok(key)) => key,
+                _ => return None,
+            },
+            ShardBy::Blob => blob_key(self.eval(&pick.key, ctx).as_str().unwrap_or("")),
+        };
+        let alt = match self.eval(&pick.alt, ctx) {
+            Value::Unset => 0,
+            v => match v.as_int().map(u32::try_from) {
+                Some(Ok(alt)) => alt,
+                _ => return None,
+            },
+        };
+        let warmup = match self.eval(&pick.warmup, ctx) {
+            Value::Unset => -1.0,
+            v => match v.as_real() {
+                Some(w) if w == -1.0 || (0.0..=1.0).contains(&w) => w,
+                _ => return None,
+            },
+        };
+        let rampup = !matches!(self.eval(&pick.rampup, ctx), Value::Bool(false));
+        Some(PickArgs {
+            key,
+            alt,
+            warmup,
+            rampup,
+            healthy: pick.healthy,
+        })
+    }
+
+    fn shard_pick(&self, shard: &Shard, args: PickArgs, ctx: &dyn Context) -> Option<BackendId> {
+        let n = shard.members.len();
+        if n == 0 || shard.ring.is_empty() {
+            return None;
+        }
+        let backend = |m: usize| shard.members[m].backend;
+        let healthy = |m: usize| self.healthy(backend(m), ctx);
+        let alt = (args.alt as usize).min(n - 1);
+        let mut walk = Walk::new(shard, args.key);
+        if alt > 0
+            && walk
+                .next(alt - 1, args.healthy == ShardHealthy::All, &healthy)
+                .is_none()
+        {
+            return walk.previous.map(backend);
+        }
+        let Some(chosen) = walk.next(0, args.healthy != ShardHealthy::Ignore, &healthy) else {
+            return walk.previous.map(backend);
+        };
+        let warmup = if args.warmup < 0.0 {
+            shard.warmup
+        } else {
+            args.warmup
+        };
+        if alt > 0 || args.healthy == ShardHealthy::Ignore || (!args.rampup && warmup == 0.0) {
+            return Some(backend(chosen));
+        }
+        let Some(next) = walk.next(0, true, &healthy) else {
+            return Some(backend(chosen));
+        };
+        let rampup_of = |m: usize| shard.members[m].rampup.unwrap_or(shard.rampup);
+        let up_for = |m: usize| ctx.healthy_for(backend(m)).unwrap_or(f64::INFINITY);
+        let (chosen_up, chosen_rampup) = (up_for(chosen), rampup_of(chosen));
+        let take_next = if chosen_up < chosen_rampup {
+            // The pick is ramping up: the next one takes the share it does not have yet,
+            // unless that one is ramping up too.
+            args.rampup && up_for(next) >= rampup_of(next) && ctx.random() * chosen_rampup >= chosen_up
+        } else {
+            warmup > 0.0 && ctx.random() <= warmup
+        };
+        Some(backend(if take_next { next } else { chosen }))
+    }
+}
+
+/// by=BLOB: the first four bytes, big-endian, a shorter blob padded with zeros in front.
+/// BLOBs travel as hex digits; an empty or unreadable one is key 0, as in Varnish.
+fn blob_key(hex: &str) -> u32 {
+    let bytes: Vec<u8> = hex
+        .as_bytes()
+        .chunks(2)
+        .map_while(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .take(4)
+        .collect();
+    bytes.iter().fold(0u32, |key, b| key << 8 | u32::from(*b))
+}
+
+/// The walk around the ring from a key: each member is met once.
+struct Walk<'s> {
+    shard: &'s Shard,
+    at: usize,
+    met: Vec<bool>,
+    met_count: usize,
+    /// The healthy member met before the last pick (Varnish's `state->previous`).
+    previous: Option<usize>,
+    last: Option<usize>,
+}
+
+impl<'s> Walk<'s> {
+    fn new(shard: &'s Shard, key: u32) -> Walk<'s> {
+        Walk {
+            shard,
+            at: shard.start(key),
+            met: vec![false; shard.members.len()],
+            met_count: 0,
+            previous: None,
+            last: None,
+        }
+    }
+
+    /// The member after skipping `skip` (healthy ones; with `!healthy_only` sick ones count
+    /// too), the first healthy one if `healthy_only`. `None` when the ring runs out.
+    fn next(&mut self, skip: usize, healthy_only: bool, healthy: &dyn Fn(usize) -> bool) -> Option<usize> {
+        let n = self.met.len();
+        let mut skip = skip as i64;
+        while self.met_count < n && skip >= 0 {
+            let m = self.shard.ring[self.at].member;
+            if !self.met[m] {
+                self.met[m] = true;
+                self.met_count += 1;
+                let is_healthy = healthy(m);
+                if is_healthy || !healthy_only {
+                    if skip == 0 {
+                        if self.last.is_some() {
+                            self.previous = self.last;
+                        }
+                        self.last = Some(m);
+                        return Some(m);
+                    }
+                    if is_healthy {
+                        self.previous = Some(m);
+                    }
+                    skip -= 1;
+                }
+            }
+            self.at = (self.at + 1) % self.shard.ring.len();
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
