@@ -36,6 +36,9 @@ pub(crate) struct Fill {
     max_object_size: u64,
     /// `--finish-abandoned-fills`: bytes an abandoned fill may still read.
     finish_abandoned: u64,
+    /// The key is remembered as hit-for-pass already: an uncacheable response leaves the mark
+    /// as it is rather than write it again.
+    marked: bool,
 }
 
 impl Fill {
@@ -52,7 +55,13 @@ impl Fill {
             leader,
             max_object_size,
             finish_abandoned,
+            marked: false,
         }
+    }
+
+    /// For a fetch of a key found remembered as hit-for-pass: see [`Fill::uncacheable`].
+    pub fn keep_hit_for_pass_mark(&mut self) {
+        self.marked = true;
     }
 
     pub fn key(&self) -> &CacheKey {
@@ -60,10 +69,11 @@ impl Fill {
     }
 
     /// The response is not storable: the waiters go to the origin themselves, and the key is
-    /// remembered as hit-for-pass.
+    /// remembered as hit-for-pass (unless it is already, see [`Fill::keep_hit_for_pass_mark`]).
     pub fn uncacheable(&self) {
         match &self.leader {
             Some(leader) => leader.publish(FetchOutcome::Uncacheable),
+            None if self.marked => {}
             None => self.cache.coalescer.mark_hit_for_pass(self.key.clone()),
         }
     }

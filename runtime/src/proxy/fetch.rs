@@ -192,6 +192,7 @@ pub(super) async fn hit_for_pass(
             return (relay(response, head_only, shared.targeted()), CacheState::Pass);
         }
         let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
+        task.fill.keep_hit_for_pass_mark();
         task.backend = backend;
         match task.settle(response, request_time, attempts.retries) {
             Settled::Retry => match attempts.retry(&mut task.backend) {
