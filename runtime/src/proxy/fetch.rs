@@ -59,13 +59,15 @@ enum Settled {
     /// The answer for the requester; nothing more to read into the cache.
     Done(Delivery),
     /// A storable response: the requester's answer, and the body still to read into the cache.
-    Filling {
-        delivery: Delivery,
-        body: TimedBody,
-        head: Arc<ObjectHead>,
-        rule: VaryRule,
-        sink: Arc<SharedBody>,
-    },
+    Filling(Delivery, Filling),
+}
+
+/// A storable response's body, still to be read into the cache (see [`FetchTask::fill_from`]).
+struct Filling {
+    body: TimedBody,
+    head: Arc<ObjectHead>,
+    rule: VaryRule,
+    sink: Arc<SharedBody>,
 }
 
 /// The stale object, if the rules let it answer after the origin failed (RFC 5861 §4, grace).
@@ -203,15 +205,8 @@ pub(super) async fn hit_for_pass(
                 Err(failed) => return (failure(failed), CacheState::Miss),
             },
             Settled::Done(delivery) => return answer(shared, delivery, None, request),
-            Settled::Filling {
-                delivery,
-                body,
-                head,
-                rule,
-                sink,
-            } => {
-                let FetchTask { fill, backend, .. } = task;
-                tokio::spawn(async move { fill.run(body, head, rule, sink, backend.name()).await });
+            Settled::Filling(delivery, filling) => {
+                tokio::spawn(task.fill_from(filling));
                 return answer(shared, delivery, None, request);
             }
         }
@@ -340,17 +335,10 @@ impl FetchTask {
                     let _ = delivered.send(delivery);
                     return;
                 }
-                Settled::Filling {
-                    delivery,
-                    body,
-                    head,
-                    rule,
-                    sink,
-                } => {
+                Settled::Filling(delivery, filling) => {
                     // A requester that left drops the reader with the undelivered message.
                     let _ = delivered.send(delivery);
-                    let FetchTask { fill, backend, .. } = self;
-                    fill.run(body, head, rule, sink, backend.name()).await;
+                    self.fill_from(filling).await;
                     return;
                 }
             }
@@ -400,16 +388,19 @@ impl FetchTask {
                 // The length is checked again: a policy may have removed the `Content-Length`
                 // that `judge` checks.
                 let (sink, reader) = self.fill.start(&head, &rule, body.size_hint().exact());
-                Settled::Filling {
-                    delivery: Delivery::Stored {
-                        head: head.clone(),
-                        body: reader,
+                let delivery = Delivery::Stored {
+                    head: head.clone(),
+                    body: reader,
+                };
+                Settled::Filling(
+                    delivery,
+                    Filling {
+                        body,
+                        head,
+                        rule,
+                        sink,
                     },
-                    body,
-                    head,
-                    rule,
-                    sink,
-                }
+                )
             }
             (Err(NotStored::Replaced(response)), None) => {
                 self.fill.replaced();
@@ -428,6 +419,17 @@ impl FetchTask {
                 Settled::Done(Delivery::Passed(Response::from_parts(parts, body)))
             }
         }
+    }
+
+    /// Reads a storable response's body into the cache.
+    async fn fill_from(self, filling: Filling) {
+        let Filling {
+            body,
+            head,
+            rule,
+            sink,
+        } = filling;
+        self.fill.run(body, head, rule, sink, self.backend.name()).await;
     }
 
     /// One exchange with the origin (retried as [`Attempts::send`] does); `self.backend` ends
