@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the example proxy-wasm plugins and copies them to dist/:
 #  - the Rust ones (add_header, api_key, body_rewrite, bucket, http_auth, json_validator,
-#    postpone) for wasm32-wasip1;
+#    postpone, stats) for wasm32-wasip1;
 #  - the AssemblyScript one (assemblyscript/ → as_add_header.wasm), only when npm is present.
 # Usage: examples/plugins/build.sh   (from anywhere). Needs rustup and network access the
 # first time (the target and the proxy-wasm crate; the npm packages pinned in
@@ -14,7 +14,7 @@ cd "$here"
 export CARGO_TARGET_DIR="$here/target"
 cargo build --release --target wasm32-wasip1 --quiet
 mkdir -p dist
-for p in add_header api_key body_rewrite bucket http_auth json_validator postpone; do
+for p in add_header api_key body_rewrite bucket http_auth json_validator postpone stats; do
   cp "target/wasm32-wasip1/release/$p.wasm" "dist/$p.wasm.tmp"
   mv "dist/$p.wasm.tmp" "dist/$p.wasm"
 done

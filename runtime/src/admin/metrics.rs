@@ -11,6 +11,8 @@
 //! (1 or 0; always 1 without a probe), `backend_probes_total{backend,result}` (`good`/`bad`, probed
 //! backends only), `cache_objects`, `cache_bytes`, `cache_evictions_total`,
 //! `plugin_failures_total{plugin,cause}`, `plugin_instances_created_total{plugin}`,
+//! `plugin_counter_total{plugin,metric}`, `plugin_gauge{plugin,metric}`,
+//! `plugin_histogram_count_total` / `plugin_histogram_sum{plugin,metric}` (what plugins define),
 //! `bans`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
 //! `request_duration_seconds` (histogram).
 
@@ -249,6 +251,60 @@ impl Collector for Counters {
                 )
             }),
         )?;
+        // The metrics plugins define (`proxy_define_metric`), labelled with the plugin and the
+        // metric's own name: counters, gauges, and histograms as a count and a sum.
+        let defined: Vec<_> = version
+            .plugins
+            .iter()
+            .map(|plugin| (plugin.name(), plugin.metrics()))
+            .collect();
+        let families = [
+            (
+                "edgecache_plugin_counter",
+                "Counters defined by plugins",
+                MetricType::Counter,
+                0,
+            ),
+            (
+                "edgecache_plugin_gauge",
+                "Gauges defined by plugins",
+                MetricType::Gauge,
+                1,
+            ),
+            (
+                "edgecache_plugin_histogram_count",
+                "Values recorded in plugins' histograms",
+                MetricType::Counter,
+                2,
+            ),
+            (
+                "edgecache_plugin_histogram_sum",
+                "Sum of the values recorded in plugins' histograms",
+                MetricType::Gauge,
+                2,
+            ),
+        ];
+        for (name, help, kind, abi_kind) in families {
+            let series: Vec<_> = defined
+                .iter()
+                .flat_map(|(plugin, metrics)| metrics.iter().map(move |metric| (*plugin, metric)))
+                .filter(|(_, metric)| metric.kind == abi_kind)
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+            for (plugin, metric) in series {
+                let labels = [("plugin", plugin), ("metric", metric.name.as_str())];
+                let encoder = family.encode_family(&labels)?;
+                match (abi_kind, kind) {
+                    (0, _) => ConstCounter::new(u64::try_from(metric.value).unwrap_or(0)).encode(encoder)?,
+                    (1, _) => ConstGauge::new(metric.value).encode(encoder)?,
+                    (_, MetricType::Counter) => ConstCounter::new(metric.count).encode(encoder)?,
+                    _ => ConstGauge::new(metric.sum).encode(encoder)?,
+                }
+            }
+        }
         gauge(
             &mut encoder,
             "edgecache_cache_objects",

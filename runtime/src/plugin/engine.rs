@@ -285,7 +285,9 @@ fn link(slot: &EngineSlot, module: &Module, plugin: &str) -> Result<InstancePre<
             continue;
         };
         let full = format!("{m}.{n}");
-        stubbed.push(full.clone());
+        if kind == StubKind::Trap {
+            stubbed.push(full.clone());
+        }
         let plugin: Arc<str> = Arc::from(plugin);
         let defined = match kind {
             StubKind::Trap => linker.func_new(m, n, ty, move |_caller, _params, _results| {
@@ -311,7 +313,13 @@ fn link(slot: &EngineSlot, module: &Module, plugin: &str) -> Result<InstancePre<
         return Err(LoadErrorKind::MissingImports(missing));
     }
     if !stubbed.is_empty() {
-        tracing::debug!(target: "edgecache::plugin", plugin, "imports stubbed: {}", stubbed.join(", "));
+        // Loaded anyway: SDKs import host functions they seldom call. A call fails the callback.
+        tracing::warn!(
+            target: "edgecache::plugin",
+            plugin,
+            "the plugin imports host functions edgecache does not offer: {}; a callback that calls one fails",
+            stubbed.join(", ")
+        );
     }
     linker
         .instantiate_pre(module)

@@ -64,6 +64,7 @@ mod view;
 #[cfg(test)]
 mod tests;
 
+pub use abi::PluginMetric;
 pub use error::{Cause, LoadError, LoadErrorKind, PluginError};
 pub use sandbox::Limits;
 pub use upstream::{UpstreamCall, UpstreamSet, Upstreams};
@@ -302,17 +303,9 @@ impl Plugin {
         }
     }
 
-    /// Metrics the plugin defined with `proxy_define_metric`: (name, type, value). Types:
-    /// 0 counter, 1 gauge, 2 histogram (last recorded value).
-    pub fn metrics(&self) -> Vec<(String, i32, i64)> {
-        self.inner
-            .setup
-            .meta
-            .metrics
-            .lock()
-            .iter()
-            .map(|m| (m.name.clone(), m.kind, m.value))
-            .collect()
+    /// Metrics the plugin defined with `proxy_define_metric`, across its instances.
+    pub fn metrics(&self) -> Vec<PluginMetric> {
+        self.inner.setup.meta.metrics.lock().clone()
     }
 
     /// Runs `proxy_on_tick` on every live shared instance whose tick period (set by the

@@ -131,7 +131,13 @@ impl PluginCalls {
             return PluginOutcome::Continue;
         };
         let mut request = lend_request(req, client);
+        let no_body = request.method == http::Method::HEAD
+            || matches!(status.as_u16(), 100..=199 | 204 | 304)
+            || headers
+                .get(header::CONTENT_LENGTH)
+                .is_some_and(|length| length.as_bytes() == b"0");
         let mut response = ResponseView::new(*status, std::mem::take(headers));
+        response.end_of_stream = no_body;
         let result = stream.on_response_headers(Some(&mut request), &mut response);
         take_back_request(req, request);
         *status = response.status;
@@ -390,7 +396,17 @@ fn lend_request(req: &mut Parts, client: Option<SocketAddr>) -> RequestView {
     );
     view.version = req.version;
     view.client_addr = client;
+    view.end_of_stream = !announces_body(&view.headers);
     view
+}
+
+/// Whether a message's framing fields announce a body (RFC 9112 §6.3): chunked, or a
+/// `Content-Length` other than 0. What `end_of_stream` on the headers callbacks says.
+fn announces_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes() != b"0")
 }
 
 fn take_back_request(req: &mut Parts, view: RequestView) {

@@ -308,15 +308,22 @@ fn foreign_function(
     status::NOT_FOUND
 }
 
-// === metrics: kept per plugin in memory; exporting them comes with the metrics work ===
+// === metrics: kept per plugin (all its instances), exported on /metrics ===
 
-/// One plugin-defined metric.
-#[derive(Debug, Clone)]
-pub(crate) struct Metric {
-    pub(crate) name: String,
-    pub(crate) kind: i32,
-    pub(crate) value: i64,
+/// One plugin-defined metric. Kinds as the ABI numbers them: 0 counter, 1 gauge, 2 histogram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginMetric {
+    pub name: String,
+    pub kind: i32,
+    /// A counter's or gauge's value; a histogram's last recorded value.
+    pub value: i64,
+    /// A histogram's number of recorded values.
+    pub count: u64,
+    /// A histogram's sum of recorded values.
+    pub sum: i64,
 }
+
+pub(crate) type Metric = PluginMetric;
 
 pub(crate) type Metrics = Mutex<Vec<Metric>>;
 
@@ -338,7 +345,13 @@ fn define_metric(
         match metrics.iter().position(|m| m.name == name) {
             Some(i) => i,
             None if metrics.len() < MAX_METRICS => {
-                metrics.push(Metric { name, kind, value: 0 });
+                metrics.push(Metric {
+                    name,
+                    kind,
+                    value: 0,
+                    count: 0,
+                    sum: 0,
+                });
                 metrics.len() - 1
             }
             // The SDK accepts only OK: share the last slot rather than fail.
@@ -380,7 +393,13 @@ fn get_metric(mut caller: Caller<'_, HostState>, id: i32, ret_ptr: i32) -> i32 {
 }
 
 fn record_metric(caller: Caller<'_, HostState>, id: i32, value: i64) -> i32 {
-    with_metric(&caller, id, |m| m.value = value)
+    with_metric(&caller, id, |m| {
+        m.value = value;
+        if m.kind == 2 {
+            m.count += 1;
+            m.sum = m.sum.saturating_add(value);
+        }
+    })
 }
 
 fn increment_metric(caller: Caller<'_, HostState>, id: i32, offset: i64) -> i32 {

@@ -23,8 +23,23 @@ pub(crate) fn emit(plugin: &str, level: i32, msg: &str) {
     }
 }
 
+/// Whether a plugin line at `level` would be written: checked before anything else, so a log
+/// call below the active level costs the check alone.
+fn enabled(level: i32) -> bool {
+    match level {
+        0 => tracing::enabled!(target: "edgecache::plugin", tracing::Level::TRACE),
+        1 => tracing::enabled!(target: "edgecache::plugin", tracing::Level::DEBUG),
+        2 => tracing::enabled!(target: "edgecache::plugin", tracing::Level::INFO),
+        3 => tracing::enabled!(target: "edgecache::plugin", tracing::Level::WARN),
+        _ => true,
+    }
+}
+
 fn proxy_log(mut caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32) -> i32 {
     // Always OK: the Rust SDK panics on any other status, even here.
+    if !enabled(level) {
+        return status::OK;
+    }
     let Some(bytes) = read(&mut caller, ptr, len) else {
         emit(
             &caller.data().meta.name,

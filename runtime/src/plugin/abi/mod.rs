@@ -33,6 +33,7 @@ mod time;
 mod wasi;
 
 pub(crate) use self::http::Metrics;
+pub use self::http::PluginMetric;
 
 /// The errno WASI stubs return.
 pub(crate) fn wasi_enosys() -> i32 {
@@ -46,6 +47,7 @@ pub(crate) mod status {
     pub const BAD_ARGUMENT: i32 = 2;
     pub const SERIALIZATION_FAILURE: i32 = 3;
     pub const INVALID_MEMORY_ACCESS: i32 = 6;
+    pub const EMPTY: i32 = 7;
     pub const CAS_MISMATCH: i32 = 8;
     pub const INTERNAL_FAILURE: i32 = 10;
 }
@@ -440,7 +442,6 @@ pub(crate) fn hand_over(
 pub(crate) mod once {
     pub const HTTP_CALL: u64 = 1 << 1;
     pub const GRPC: u64 = 1 << 2;
-    pub const QUEUE: u64 = 1 << 3;
     pub const FOREIGN: u64 = 1 << 4;
     pub const PAUSE: u64 = 1 << 5;
     pub const BAD_HEADER: u64 = 1 << 6;

@@ -1,15 +1,17 @@
 //! Shared data (`proxy_get_shared_data`, `proxy_set_shared_data` with compare-and-swap),
 //! process-wide: every plugin and every instance see the same key space (Envoy scopes it
-//! per VM id; we have one VM per process). Shared queues are stubs.
+//! per VM id; we have one VM per process). Shared queues (`proxy_register/resolve/enqueue/
+//! dequeue_shared_queue`), process-wide and named per VM id: any instance may enqueue, the
+//! consumer dequeues (from `proxy_on_tick`; `proxy_on_queue_ready` is not delivered).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 use wasmtime::{Caller, Linker};
 
-use super::{hand_over, once, read, status, write_u32, HostState};
+use super::{hand_over, read, status, write_u32, HostState};
 
 /// The total size of keys and values the store accepts; a set past it fails with
 /// `INTERNAL_FAILURE` (the Rust SDK then panics, so the plugin fails, not the proxy).
@@ -108,17 +110,36 @@ fn set(
     status::OK
 }
 
-fn log_queue(caller: &Caller<'_, HostState>) {
-    caller.data().meta.log_once(
-        once::QUEUE,
-        "shared queues are not supported (queue calls return NOT_FOUND)",
-    );
+// === shared queues: process-wide, named per VM id, bounded; consumers dequeue (on a tick) ===
+
+/// Items a queue keeps; past it the oldest item is dropped (a slow consumer loses data rather
+/// than grow the proxy's memory).
+const MAX_QUEUE_ITEMS: usize = 10_000;
+
+#[derive(Default)]
+struct Queues {
+    /// (VM id, queue name) -> queue id.
+    ids: HashMap<(String, Vec<u8>), u32>,
+    items: HashMap<u32, VecDeque<Vec<u8>>>,
 }
 
-fn register_queue(mut caller: Caller<'_, HostState>, _ptr: i32, _len: i32, ret_id: i32) -> i32 {
-    log_queue(&caller);
-    // The Rust SDK accepts only OK here: hand out an id that no queue will ever serve.
-    let id = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
+static QUEUES: LazyLock<Mutex<Queues>> = LazyLock::new(Default::default);
+
+/// Registers (or finds) the queue `name` of the plugin's VM id.
+fn register_queue(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, ret_id: i32) -> i32 {
+    let Some(name) = read(&mut caller, ptr, len) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    let vm_id = caller.data().meta.vm_id.clone();
+    let id = {
+        let mut queues = QUEUES.lock();
+        let queues = &mut *queues;
+        *queues.ids.entry((vm_id, name)).or_insert_with(|| {
+            let id = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
+            queues.items.insert(id, VecDeque::new());
+            id
+        })
+    };
     if write_u32(&mut caller, ret_id, id) {
         status::OK
     } else {
@@ -126,17 +147,55 @@ fn register_queue(mut caller: Caller<'_, HostState>, _ptr: i32, _len: i32, ret_i
     }
 }
 
-fn resolve_queue(caller: Caller<'_, HostState>, _vp: i32, _vl: i32, _np: i32, _nl: i32, _ret: i32) -> i32 {
-    log_queue(&caller);
-    status::NOT_FOUND
+fn resolve_queue(
+    mut caller: Caller<'_, HostState>,
+    vm_ptr: i32,
+    vm_len: i32,
+    name_ptr: i32,
+    name_len: i32,
+    ret_id: i32,
+) -> i32 {
+    let (Some(vm_id), Some(name)) = (
+        read(&mut caller, vm_ptr, vm_len),
+        read(&mut caller, name_ptr, name_len),
+    ) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    let key = (String::from_utf8_lossy(&vm_id).into_owned(), name);
+    let Some(id) = QUEUES.lock().ids.get(&key).copied() else {
+        return status::NOT_FOUND;
+    };
+    if write_u32(&mut caller, ret_id, id) {
+        status::OK
+    } else {
+        status::INVALID_MEMORY_ACCESS
+    }
 }
 
-fn dequeue(caller: Caller<'_, HostState>, _id: i32, _ret_ptr: i32, _ret_len: i32) -> i32 {
-    log_queue(&caller);
-    status::NOT_FOUND
+/// `EMPTY` when there is nothing (the SDKs read it as "no item"), `NOT_FOUND` for an unknown id.
+fn dequeue(mut caller: Caller<'_, HostState>, id: i32, ret_ptr: i32, ret_len: i32) -> wasmtime::Result<i32> {
+    let item = match QUEUES.lock().items.get_mut(&(id as u32)) {
+        None => return Ok(status::NOT_FOUND),
+        Some(items) => items.pop_front(),
+    };
+    match item {
+        Some(item) => hand_over(&mut caller, &item, ret_ptr, ret_len),
+        None => Ok(status::EMPTY),
+    }
 }
 
-fn enqueue(caller: Caller<'_, HostState>, _id: i32, _ptr: i32, _len: i32) -> i32 {
-    log_queue(&caller);
-    status::NOT_FOUND
+fn enqueue(mut caller: Caller<'_, HostState>, id: i32, ptr: i32, len: i32) -> i32 {
+    let Some(item) = read(&mut caller, ptr, len) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    match QUEUES.lock().items.get_mut(&(id as u32)) {
+        None => status::NOT_FOUND,
+        Some(items) => {
+            if items.len() >= MAX_QUEUE_ITEMS {
+                items.pop_front();
+            }
+            items.push_back(item);
+            status::OK
+        }
+    }
 }

@@ -11,7 +11,7 @@
 //! | `clock_time_get`, `clock_res_get` | realtime and monotonic clocks (CPU-time clocks read as monotonic) |
 //! | `random_get` | the OS CSPRNG |
 //! | `sched_yield` | success |
-//! | `poll_oneoff` | `ENOSYS` |
+//! | `poll_oneoff` | clock subscriptions fire at once (a callback never sleeps: its CPU deadline runs); fd subscriptions get `EBADF` |
 //! | `proc_exit` | ends the callback as a trap; the instance is replaced |
 
 use std::sync::LazyLock;
@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use wasmtime::{Caller, Linker};
 
-use super::log::emit;
+use super::log::{emit, truncate};
 use super::time::unix_nanos;
 use super::{memory, range, write, write_u32, write_u64, HostState, ProcExit};
 
@@ -70,11 +70,7 @@ pub(super) fn define(linker: &mut Linker<HostState>, module: &str) -> wasmtime::
     linker.func_wrap(module, "clock_res_get", clock_res_get)?;
     linker.func_wrap(module, "random_get", random_get)?;
     linker.func_wrap(module, "sched_yield", |_: Caller<'_, HostState>| SUCCESS)?;
-    linker.func_wrap(
-        module,
-        "poll_oneoff",
-        |_: Caller<'_, HostState>, _: i32, _: i32, _: i32, _: i32| ENOSYS,
-    )?;
+    linker.func_wrap(module, "poll_oneoff", poll_oneoff)?;
     linker.func_wrap(
         module,
         "proc_exit",
@@ -112,6 +108,10 @@ fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32
     let msg = msg.trim_end_matches('\n');
     if !msg.is_empty() {
         emit(&caller.data().meta.name, if fd == 1 { 2 } else { 3 }, msg);
+        if fd == 2 {
+            // A Go plugin's panic goes to stderr before proc_exit: quote it in the trap.
+            caller.data_mut().last_error_log = Some(truncate(msg, 300));
+        }
     }
     if write_u32(&mut caller, nwritten, text.len() as u32) {
         SUCCESS
@@ -178,6 +178,41 @@ fn random_get(mut caller: Caller<'_, HostState>, ptr: i32, len: i32) -> i32 {
         return ENOSYS;
     }
     if write(&mut caller, ptr, &buf) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+/// The Go runtime calls `poll_oneoff` with a clock subscription when all its goroutines wait
+/// (a timer, `time.Sleep`). Sleeping would hold the thread inside a callback with a CPU
+/// deadline, so every clock subscription is reported as due now; fd subscriptions fail with
+/// `EBADF` (there are no fds to wait on). Layouts: subscription 48 bytes (userdata u64, tag u8
+/// at 8), event 32 bytes (userdata u64, errno u16 at 8, type u8 at 10).
+fn poll_oneoff(mut caller: Caller<'_, HostState>, subs: i32, events: i32, count: i32, ret_n: i32) -> i32 {
+    let Some(mem) = memory(&mut caller) else {
+        return EFAULT;
+    };
+    let Some(count) = usize::try_from(count).ok().filter(|n| (1..=1024).contains(n)) else {
+        return EINVAL;
+    };
+    let mut out = Vec::with_capacity(count * 32);
+    {
+        let data = mem.data(&caller);
+        let Some(subscriptions) = range(data, subs, (count * 48) as i32) else {
+            return EFAULT;
+        };
+        for sub in subscriptions.chunks_exact(48) {
+            let mut event = [0u8; 32];
+            event[0..8].copy_from_slice(&sub[0..8]);
+            let tag = sub[8];
+            let errno: u16 = if tag == 0 { 0 } else { EBADF as u16 };
+            event[8..10].copy_from_slice(&errno.to_le_bytes());
+            event[10] = tag;
+            out.extend_from_slice(&event);
+        }
+    }
+    if write(&mut caller, events, &out) && write_u32(&mut caller, ret_n, count as u32) {
         SUCCESS
     } else {
         EFAULT
