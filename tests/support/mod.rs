@@ -514,6 +514,13 @@ pub async fn start_proxy(backend: SocketAddr, tweak: impl FnOnce(&mut Config)) -
     (running, addr)
 }
 
+/// edgecache running `policy` (VCL text, written to a file named after `name`) in front of
+/// `origin`.
+pub async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
+    let path = write_policy(name, policy);
+    start_proxy(origin.addr, |config| config.policy = Some(path)).await
+}
+
 /// Waits until the store holds at least `keys` primary keys.
 ///
 /// Last resort polling, documented: a miss streams the body to the client while it fills the

@@ -6,7 +6,7 @@
 
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use policy_lang::{Action, BackendId, Program, Sub};
+use policy_lang::{Action, BackendId, Program, Sub, Task};
 
 use super::bereq::empty_body;
 use super::synth;
@@ -56,6 +56,9 @@ pub(super) struct Attempts<'v> {
     pub(super) retries: i64,
     /// Whether a refused connection was already sent to another member of the director.
     rerouted: bool,
+    /// The backend task's vmod state (`cookie.*`, `var.*`), from `vcl_backend_fetch` to
+    /// `vcl_backend_response` or `vcl_backend_error`, retries included.
+    pub(super) task: Task,
 }
 
 impl<'v> Attempts<'v> {
@@ -76,6 +79,7 @@ impl<'v> Attempts<'v> {
             uncacheable,
             retries: 0,
             rerouted: false,
+            task: Task::default(),
         };
         if version.policy.is_none() {
             return (attempts, backend.clone());
@@ -105,7 +109,7 @@ impl<'v> Attempts<'v> {
         let Some(program) = self.version.policy_defining(Sub::BackendFetch) else {
             return false;
         };
-        let mut session = BackendSession::new(&mut self.head, backend_name, self.uncacheable);
+        let mut session = BackendSession::new(&mut self.head, backend_name, self.uncacheable, &mut self.task);
         session.backend = self.hint;
         session.version = Some(self.version);
         session.retries = self.retries;
@@ -213,7 +217,7 @@ impl<'v> Attempts<'v> {
 
     /// The fetch failed for good: with a policy, `vcl_backend_error` makes the page (the
     /// builtin's HTML page unless the policy's own sub returns first), as in Varnish.
-    pub(super) fn fail(&self, error: BackendError) -> FetchFailure {
+    pub(super) fn fail(&mut self, error: BackendError) -> FetchFailure {
         let page = self
             .version
             .policy
@@ -224,11 +228,15 @@ impl<'v> Attempts<'v> {
 
     /// Runs `vcl_backend_error` for `error`: its action, and what the client gets unless that
     /// action is a retry that is still allowed.
-    fn vcl_backend_error(&self, program: &Program, error: &BackendError) -> (Action, Response<ProxyBody>) {
+    fn vcl_backend_error(
+        &mut self,
+        program: &Program,
+        error: &BackendError,
+    ) -> (Action, Response<ProxyBody>) {
         let mut beresp = synth::backend_failure(error).into_parts().0;
         beresp.headers.clear();
         let mut bereq = self.head.clone();
-        let mut session = BackendSession::new(&mut bereq, &error.backend, true);
+        let mut session = BackendSession::new(&mut bereq, &error.backend, true, &mut self.task);
         session.version = Some(self.version);
         session.backend = self.hint;
         session.retries = self.retries;

@@ -196,7 +196,7 @@ pub(super) async fn hit_for_pass(
         let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
         task.fill.keep_hit_for_pass_mark();
         task.backend = backend;
-        match task.settle(response, request_time, attempts.retries) {
+        match task.settle(response, request_time, &mut attempts) {
             Settled::Retry => match attempts.retry(&mut task.backend) {
                 Ok(next) => {
                     bereq = next;
@@ -317,7 +317,7 @@ impl FetchTask {
         self.backend = backend;
         loop {
             let settled = match self.exchange(&mut attempts, bereq).await {
-                Ok((response, request_time)) => self.settle(response, request_time, attempts.retries),
+                Ok((response, request_time)) => self.settle(response, request_time, &mut attempts),
                 Err(failed) => Settled::Done(Delivery::Failed(failed)),
             };
             match settled {
@@ -345,9 +345,14 @@ impl FetchTask {
         }
     }
 
-    /// What the origin's `response` (to a request sent at `request_time`, `bereq.retries`
-    /// `retries`) turns into: judged, stored or not, its waiters told.
-    fn settle(&mut self, response: Response<TimedBody>, request_time: SystemTime, retries: i64) -> Settled {
+    /// What the origin's `response` (to a request sent at `request_time`, of `attempts`) turns
+    /// into: judged, stored or not, its waiters told.
+    fn settle(
+        &mut self,
+        response: Response<TimedBody>,
+        request_time: SystemTime,
+        attempts: &mut Attempts<'_>,
+    ) -> Settled {
         let response_time = SystemTime::now();
         let (mut parts, body) = response.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
@@ -368,7 +373,7 @@ impl FetchTask {
                     parts.version,
                     request_time,
                     response_time,
-                    retries,
+                    attempts,
                 )
             }
             None => self.judge(
@@ -377,7 +382,7 @@ impl FetchTask {
                 parts.version,
                 request_time,
                 response_time,
-                retries,
+                attempts,
             ),
         };
         match (judged, confirmed) {
@@ -496,7 +501,7 @@ impl FetchTask {
 
     /// Decides whether a response with `status` and `fields` may be stored and for how long;
     /// on yes, returns the object head (fields as stored) and the `Vary` rule it was fetched
-    /// under. `retries` is `bereq.retries` of this response.
+    /// under. `attempts` made this response (`bereq.retries`, the backend task).
     fn judge(
         &self,
         status: &mut StatusCode,
@@ -504,7 +509,7 @@ impl FetchTask {
         version: http::Version,
         request_time: SystemTime,
         response_time: SystemTime,
-        retries: i64,
+        attempts: &mut Attempts<'_>,
     ) -> Result<(ObjectHead, VaryRule), NotStored> {
         let shared = &self.shared;
         // A missing or invalid Date is replaced by the receipt time (RFC 9110 §6.6.1), so that
@@ -549,7 +554,7 @@ impl FetchTask {
         if let Some(program) = self.version.policy.as_ref() {
             let remaining = ttl.saturating_sub(initial_age);
             let (vcl_ttl, vcl_grace, vcl_keep) =
-                self.vcl_backend_response(program, status, fields, version, remaining, retries)?;
+                self.vcl_backend_response(program, status, fields, version, remaining, attempts)?;
             // `beresp.ttl` counts from now, RFC lifetimes from the response's creation.
             ttl = vcl_ttl + initial_age;
             (grace, keep) = (vcl_grace, vcl_keep);
@@ -616,19 +621,19 @@ impl FetchTask {
         fields: &mut http::HeaderMap,
         version: http::Version,
         ttl: Duration,
-        retries: i64,
+        attempts: &mut Attempts<'_>,
     ) -> Result<(Duration, Duration, Duration), NotStored> {
         let mut beresp = Response::new(()).into_parts().0;
         beresp.status = *status;
         beresp.version = version;
         beresp.headers = std::mem::take(fields);
         let mut request = self.request.clone();
-        let mut session = BackendSession::new(&mut request, self.backend.name(), false);
+        let mut session = BackendSession::new(&mut request, self.backend.name(), false, &mut attempts.task);
         session.ttl = ttl.as_secs_f64();
         session.grace = self.shared.grace.as_secs_f64();
         session.keep = self.shared.keep.as_secs_f64();
         session.version = Some(&self.version);
-        session.retries = retries;
+        session.retries = attempts.retries;
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
         if action == Action::Retry {

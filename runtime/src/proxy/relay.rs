@@ -55,7 +55,7 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
         let (mut head, body) = response.into_parts();
         if let Some(program) = version.policy_defining(Sub::BackendResponse) {
             let mut request = parts.clone();
-            let mut session = BackendSession::new(&mut request, backend.name(), true);
+            let mut session = BackendSession::new(&mut request, backend.name(), true, &mut attempts.task);
             session.version = Some(version);
             session.retries = attempts.retries;
             session.beresp = Some(&mut head);

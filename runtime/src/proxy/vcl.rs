@@ -12,7 +12,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
 use policy_lang::{
-    BackendId, BanExpr, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Value, Var,
+    BackendId, BanExpr, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Task, Value,
+    Var,
 };
 
 use super::plugins::PluginCalls;
@@ -76,13 +77,83 @@ fn read_header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<Cow<'a, 
     }
 }
 
+/// Each line of a header, in order (`header.get` and `header.remove` see them one by one).
+fn header_lines<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Vec<Cow<'a, str>> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(Cow::Borrowed)
+        .collect()
+}
+
+/// A value the policy wrote, or `None` (logged) when it is not valid in a header.
+fn header_value(name: &HeaderName, value: String) -> Option<HeaderValue> {
+    HeaderValue::try_from(value)
+        .map_err(
+            |_| tracing::warn!(header = %name, "policy set a header value that is not valid HTTP; ignored"),
+        )
+        .ok()
+}
+
 fn write_header(headers: &mut HeaderMap, name: &HeaderName, value: String) {
-    match HeaderValue::try_from(value) {
-        Ok(value) => {
-            headers.insert(name.clone(), value);
-        }
-        Err(_) => tracing::warn!(header = %name, "policy set a header value that is not valid HTTP; ignored"),
+    if let Some(value) = header_value(name, value) {
+        headers.insert(name.clone(), value);
     }
+}
+
+/// Adds a line after the header's others: `Set-Cookie` lines stay separate, as HTTP wants them.
+fn append_line(headers: &mut HeaderMap, name: &HeaderName, value: String) {
+    if let Some(value) = header_value(name, value) {
+        headers.append(name.clone(), value);
+    }
+}
+
+/// Replaces a header's lines by `values`, one line each; none removes the header.
+fn replace_lines(headers: &mut HeaderMap, name: &HeaderName, values: Vec<String>) {
+    headers.remove(name);
+    for value in values {
+        append_line(headers, name, value);
+    }
+}
+
+/// The header methods of `Context`, the same for both sessions: each reaches its fields through
+/// the session's own `headers(scope)` / `headers_mut(scope)`.
+macro_rules! header_methods {
+    () => {
+        fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
+            read_header(self.headers(scope)?, name)
+        }
+
+        fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+            if let Some(headers) = self.headers_mut(scope) {
+                write_header(headers, name, value);
+            }
+        }
+
+        fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
+            if let Some(headers) = self.headers_mut(scope) {
+                headers.remove(name);
+            }
+        }
+
+        fn header_values(&self, scope: Scope, name: &HeaderName) -> Vec<Cow<'_, str>> {
+            self.headers(scope)
+                .map_or_else(Vec::new, |headers| header_lines(headers, name))
+        }
+
+        fn append_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
+            if let Some(headers) = self.headers_mut(scope) {
+                append_line(headers, name, value);
+            }
+        }
+
+        fn set_header_values(&mut self, scope: Scope, name: &HeaderName, values: Vec<String>) {
+            if let Some(headers) = self.headers_mut(scope) {
+                replace_lines(headers, name, values);
+            }
+        }
+    };
 }
 
 fn proto(version: Version) -> &'static str {
@@ -162,6 +233,9 @@ pub(super) struct ClientSession {
     pub bereq: Option<Parts>,
     /// For `std.healthy(...)`: the version's backends.
     version: Arc<crate::version::Version>,
+    /// What `cookie.*` and `var.*` keep from `vcl_recv` to `vcl_deliver` / `vcl_synth` (the
+    /// client task, restarts included, as in Varnish).
+    task: Task,
 }
 
 impl ClientSession {
@@ -196,6 +270,7 @@ impl ClientSession {
             plugins: PluginCalls::default(),
             bereq: None,
             version: version.clone(),
+            task: Task::default(),
         }
     }
 }
@@ -203,23 +278,52 @@ impl ClientSession {
 impl ClientSession {
     /// The user's `vcl_recv`, waiting out plugin pauses: a plugin that pauses the request ends
     /// the sub; once the plugin resumes it, the sub runs again from the request (and backend
-    /// hint) as they were when it started, and the plugin's call answers with how its pause
+    /// hint, and vmod state) as they were when it started, and the plugin's call answers with how its pause
     /// ended (see `plugins.rs`). Statements before the call run again, so side effects there
     /// (`std.log`, bans) happen once per run.
     pub async fn run_recv(&mut self, program: &policy_lang::Program) -> policy_lang::Action {
         if self.version.plugins.is_empty() {
             return program.run(policy_lang::Sub::Recv, self);
         }
-        let start = (self.req.clone(), self.backend_hint, self.hash_always_miss);
+        let start = (
+            self.req.clone(),
+            self.backend_hint,
+            self.hash_always_miss,
+            self.task.clone(),
+        );
         let mut action = program.run(policy_lang::Sub::Recv, self);
         while let policy_lang::Action::PluginPaused { .. } = action {
             let version = self.version.clone();
             self.plugins.resume(&version, &self.req, Some(self.client)).await;
-            (self.req, self.backend_hint, self.hash_always_miss) = start.clone();
+            (self.req, self.backend_hint, self.hash_always_miss, self.task) = start.clone();
             action = program.run(policy_lang::Sub::Recv, self);
         }
         self.plugins.recv_done();
         action
+    }
+}
+
+impl ClientSession {
+    /// The fields a client-side sub reads as `scope` (`obj` only in `vcl_hit`, `resp` in
+    /// `vcl_deliver` / `vcl_synth`, `bereq` in `vcl_pipe`).
+    fn headers(&self, scope: Scope) -> Option<&HeaderMap> {
+        match scope {
+            Scope::Req => Some(&self.req.headers),
+            Scope::Resp => Some(&self.resp.as_ref()?.headers),
+            Scope::Obj => Some(&self.obj.as_ref()?.head.headers),
+            Scope::Bereq => Some(&self.bereq.as_ref()?.headers),
+            _ => None,
+        }
+    }
+
+    /// The fields a client-side sub may change as `scope` (`obj` is read-only).
+    fn headers_mut(&mut self, scope: Scope) -> Option<&mut HeaderMap> {
+        match scope {
+            Scope::Req => Some(&mut self.req.headers),
+            Scope::Resp => Some(&mut self.resp.as_mut()?.headers),
+            Scope::Bereq => Some(&mut self.bereq.as_mut()?.headers),
+            _ => None,
+        }
     }
 }
 
@@ -348,50 +452,14 @@ impl Context for ClientSession {
         }
     }
 
-    fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
-        match scope {
-            Scope::Req => read_header(&self.req.headers, name),
-            Scope::Resp => read_header(&self.resp.as_ref()?.headers, name),
-            Scope::Obj => read_header(&self.obj.as_ref()?.head.headers, name),
-            Scope::Bereq => read_header(&self.bereq.as_ref()?.headers, name),
-            _ => None,
-        }
+    header_methods!();
+
+    fn task(&self) -> Option<&Task> {
+        Some(&self.task)
     }
 
-    fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
-        match scope {
-            Scope::Req => write_header(&mut self.req.headers, name, value),
-            Scope::Resp => {
-                if let Some(resp) = self.resp.as_mut() {
-                    write_header(&mut resp.headers, name, value);
-                }
-            }
-            Scope::Bereq => {
-                if let Some(bereq) = self.bereq.as_mut() {
-                    write_header(&mut bereq.headers, name, value);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
-        match scope {
-            Scope::Req => {
-                self.req.headers.remove(name);
-            }
-            Scope::Resp => {
-                if let Some(resp) = self.resp.as_mut() {
-                    resp.headers.remove(name);
-                }
-            }
-            Scope::Bereq => {
-                if let Some(bereq) = self.bereq.as_mut() {
-                    bereq.headers.remove(name);
-                }
-            }
-            _ => {}
-        }
+    fn task_mut(&mut self) -> Option<&mut Task> {
+        Some(&mut self.task)
     }
 
     fn hash_data(&mut self, data: &str) {
@@ -481,10 +549,19 @@ pub(super) struct BackendSession<'a> {
     pub version: Option<&'a crate::version::Version>,
     /// Plugins `vcl_backend_response` runs (none unless the fetch sets them).
     pub plugins: PluginCalls,
+    /// What `cookie.*` and `var.*` keep from `vcl_backend_fetch` to `vcl_backend_response` /
+    /// `vcl_backend_error`: the backend task, kept by the fetch's attempts across retries.
+    task: &'a mut Task,
 }
 
 impl<'a> BackendSession<'a> {
-    pub fn new(bereq: &'a mut Parts, backend_name: &'a str, uncacheable: bool) -> BackendSession<'a> {
+    /// `task`: the fetch's backend task, which its attempts keep.
+    pub fn new(
+        bereq: &'a mut Parts,
+        backend_name: &'a str,
+        uncacheable: bool,
+        task: &'a mut Task,
+    ) -> BackendSession<'a> {
         let xid = bereq.extensions.get::<Xid>().map_or_else(next_xid, |xid| xid.0);
         BackendSession {
             bereq,
@@ -500,11 +577,30 @@ impl<'a> BackendSession<'a> {
             backend: None,
             version: None,
             plugins: PluginCalls::default(),
+            task,
         }
     }
 }
 
 impl BackendSession<'_> {
+    /// The fields a backend-side sub reads and changes as `scope` (`beresp` once there is a
+    /// response).
+    fn headers(&self, scope: Scope) -> Option<&HeaderMap> {
+        match scope {
+            Scope::Bereq => Some(&self.bereq.headers),
+            Scope::Beresp => Some(&self.beresp.as_deref()?.headers),
+            _ => None,
+        }
+    }
+
+    fn headers_mut(&mut self, scope: Scope) -> Option<&mut HeaderMap> {
+        match scope {
+            Scope::Bereq => Some(&mut self.bereq.headers),
+            Scope::Beresp => Some(&mut self.beresp.as_deref_mut()?.headers),
+            _ => None,
+        }
+    }
+
     /// `beresp.backend`: the policy's backend that answered (the member a director chose).
     fn answering_backend(&self) -> Value<'_> {
         let position = self
@@ -583,38 +679,14 @@ impl Context for BackendSession<'_> {
         }
     }
 
-    fn header(&self, scope: Scope, name: &HeaderName) -> Option<Cow<'_, str>> {
-        match scope {
-            Scope::Bereq => read_header(&self.bereq.headers, name),
-            Scope::Beresp => read_header(&self.beresp.as_deref()?.headers, name),
-            _ => None,
-        }
+    header_methods!();
+
+    fn task(&self) -> Option<&Task> {
+        Some(self.task)
     }
 
-    fn set_header(&mut self, scope: Scope, name: &HeaderName, value: String) {
-        match scope {
-            Scope::Bereq => write_header(&mut self.bereq.headers, name, value),
-            Scope::Beresp => {
-                if let Some(beresp) = self.beresp.as_deref_mut() {
-                    write_header(&mut beresp.headers, name, value);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn unset_header(&mut self, scope: Scope, name: &HeaderName) {
-        match scope {
-            Scope::Bereq => {
-                self.bereq.headers.remove(name);
-            }
-            Scope::Beresp => {
-                if let Some(beresp) = self.beresp.as_deref_mut() {
-                    beresp.headers.remove(name);
-                }
-            }
-            _ => {}
-        }
+    fn task_mut(&mut self) -> Option<&mut Task> {
+        Some(self.task)
     }
 
     fn hash_data(&mut self, _data: &str) {}
