@@ -25,7 +25,7 @@ const POLICY_LANG: &[(&str, &[&str])] = &[
     ("vocab", &["diagnostics"]),
     ("tree", &["vocab", "diagnostics"]),
     ("grammar", &["diagnostics"]),
-    ("ast", &["grammar", "diagnostics"]),
+    ("ast", &["grammar", "vocab", "diagnostics"]),
     ("ban", &["vocab", "diagnostics"]),
     ("check", &["ast", "tree", "vocab", "diagnostics"]),
     ("compile", &["tree", "vocab", "diagnostics"]),

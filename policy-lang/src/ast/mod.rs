@@ -3,6 +3,7 @@
 pub(crate) mod lower;
 
 use crate::diagnostics::Span;
+use crate::vocab::{ArithOp, CmpOp};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Ident {
@@ -170,23 +171,15 @@ pub(crate) struct Expr {
     pub span: Span,
 }
 
+/// A binary operator as written; comparison and arithmetic are the vocabulary's operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BinOp {
     Or,
     And,
-    Eq,
-    Ne,
-    Lt,
-    Gt,
-    Le,
-    Ge,
+    Cmp(CmpOp),
     Match,
     NotMatch,
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
+    Arith(ArithOp),
 }
 
 impl BinOp {
@@ -194,19 +187,10 @@ impl BinOp {
         match self {
             BinOp::Or => "||",
             BinOp::And => "&&",
-            BinOp::Eq => "==",
-            BinOp::Ne => "!=",
-            BinOp::Lt => "<",
-            BinOp::Gt => ">",
-            BinOp::Le => "<=",
-            BinOp::Ge => ">=",
+            BinOp::Cmp(op) => op.as_str(),
             BinOp::Match => "~",
             BinOp::NotMatch => "!~",
-            BinOp::Add => "+",
-            BinOp::Sub => "-",
-            BinOp::Mul => "*",
-            BinOp::Div => "/",
-            BinOp::Rem => "%",
+            BinOp::Arith(op) => op.as_str(),
         }
     }
 }

@@ -23,7 +23,32 @@ pub(crate) enum CmpOp {
     Ge,
 }
 
+impl ArithOp {
+    /// The operator as VCL writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+            ArithOp::Rem => "%",
+        }
+    }
+}
+
 impl CmpOp {
+    /// The operator as VCL writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Gt => ">",
+            CmpOp::Le => "<=",
+            CmpOp::Ge => ">=",
+        }
+    }
+
     /// The operator with its operands swapped: `a < b` is `b > a`.
     pub fn flipped(self) -> CmpOp {
         match self {

@@ -266,7 +266,14 @@ impl Lowerer<'_> {
             }
             return self.sig_call(&sig, func, args, span);
         }
-        if void || funcs::STATEMENT_FUNCS.contains(&name) {
+        let as_statement = if void || funcs::STATEMENT_FUNCS.contains(&name) {
+            Some(format!("call it as a statement: `{name}(...);`"))
+        } else if matches!(name, "plugin.request" | "plugin.response") {
+            Some(format!("run the plugin as a statement: `{name}(NAME);`"))
+        } else {
+            None
+        };
+        if let Some(hint) = as_statement {
             self.sink.push(
                 Diagnostic::new(
                     Code::TypeMismatch,
@@ -274,19 +281,7 @@ impl Lowerer<'_> {
                     format!("`{name}` does not return a value"),
                 )
                 .label("used as a value")
-                .hint(format!("call it as a statement: `{name}(...);`")),
-            );
-            return E;
-        }
-        if matches!(name, "plugin.request" | "plugin.response") {
-            self.sink.push(
-                Diagnostic::new(
-                    Code::TypeMismatch,
-                    func.span,
-                    format!("`{name}` does not return a value"),
-                )
-                .label("used as a value")
-                .hint(format!("run the plugin as a statement: `{name}(NAME);`")),
+                .hint(hint),
             );
             return E;
         }

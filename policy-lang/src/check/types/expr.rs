@@ -382,7 +382,7 @@ impl Lowerer<'_> {
                 );
                 E
             }
-            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+            BinOp::Cmp(cop) => {
                 let (l, lt) = self.expr(lhs);
                 let expect = if lt == Ty::Backend {
                     Expect::Backend
@@ -393,14 +393,6 @@ impl Lowerer<'_> {
                 if lt == Ty::Err || rt == Ty::Err {
                     return E;
                 }
-                let cop = match op {
-                    BinOp::Eq => CmpOp::Eq,
-                    BinOp::Ne => CmpOp::Ne,
-                    BinOp::Lt => CmpOp::Lt,
-                    BinOp::Gt => CmpOp::Gt,
-                    BinOp::Le => CmpOp::Le,
-                    _ => CmpOp::Ge,
-                };
                 let ordered = !matches!(cop, CmpOp::Eq | CmpOp::Ne);
                 let ok = match (lt, rt) {
                     (Ty::Str, Ty::Str) => true,
@@ -446,13 +438,13 @@ impl Lowerer<'_> {
                 }
                 (Expr::Cmp(cop, Box::new(l), Box::new(r)), Ty::Bool)
             }
-            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => {
+            BinOp::Arith(aop) => {
                 let (l, lt) = self.expr(lhs);
                 let (r, rt) = self.expr(rhs);
                 if lt == Ty::Err || rt == Ty::Err {
                     return E;
                 }
-                if op == BinOp::Add && (lt == Ty::Str || rt == Ty::Str) {
+                if aop == ArithOp::Add && (lt == Ty::Str || rt == Ty::Str) {
                     let Some(l) = self.stringify(l, lt, lhs.span) else {
                         return E;
                     };
@@ -470,13 +462,6 @@ impl Lowerer<'_> {
                     return (Expr::Concat(parts), Ty::Str);
                 }
                 use Ty::*;
-                let aop = match op {
-                    BinOp::Add => ArithOp::Add,
-                    BinOp::Sub => ArithOp::Sub,
-                    BinOp::Mul => ArithOp::Mul,
-                    BinOp::Div => ArithOp::Div,
-                    _ => ArithOp::Rem,
-                };
                 let res = match (aop, lt, rt) {
                     (ArithOp::Rem, Int, Int) => Some(Int),
                     (ArithOp::Rem, ..) => None,
