@@ -1,7 +1,7 @@
 //! vmod std functions against the examples in Varnish 7.7's `vmod_std.vcc`.
 
 use policy_lang::testing::TestContext;
-use policy_lang::{load_str, Program, Scope, Sub, Value, Var};
+use policy_lang::{load_str, Action, Program, Scope, Sub, Value, Var};
 
 fn deliver(body: &str) -> Program {
     let src = format!(
@@ -72,4 +72,81 @@ fn deprecated_conversions_examples() {
     assert_eq!(h("X-Time"), "1140618699");
     assert_eq!(h("X-Int"), "1700000000");
     assert_eq!(h("X-Real"), "1700000000.250");
+}
+
+#[test]
+fn ban_error_example() {
+    // vmod_std.vcc: `if (std.ban(...)) { ... } else { ... std.ban_error() ... }`.
+    let src = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub vcl_recv {\n\
+                 if (std.ban(req.http.X-Ban)) { return (synth(200, \"Ban added\")); }\n\
+                 return (synth(400, std.ban_error()));\n\
+               }\n";
+    let p = load_str("ban.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    let run = |ban: &str| {
+        let mut c = TestContext::request("BAN", "/").header(Scope::Req, "x-ban", ban);
+        let action = p.run(Sub::Recv, &mut c);
+        (action, c.bans.len())
+    };
+    let (ok, banned) = run("req.url ~ ^/foo");
+    assert!(matches!(ok, Action::Synth { status: 200, .. }), "{ok:?}");
+    assert_eq!(banned, 1, "the condition bans");
+    let (refused, banned) = run("req.nothing == 1");
+    match refused {
+        Action::Synth { status: 400, reason } => assert!(!reason.is_empty(), "says why"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(banned, 0);
+}
+
+#[test]
+fn syntax_late_100_continue_and_set_ip_tos_examples() {
+    let p = deliver(
+        r#"
+    if (std.syntax(4.0)) { set resp.http.X-40 = "1"; }
+    if (std.syntax(4.1)) { set resp.http.X-41 = "1"; }
+    if (std.syntax(4.2)) { set resp.http.X-42 = "1"; }
+"#,
+    );
+    let h = headers_at(&p, 0.0, "/");
+    assert_eq!(
+        (h("X-40"), h("X-41"), h("X-42")),
+        ("1".into(), "1".into(), "".into())
+    );
+    // Accepted where Varnish accepts them; they change nothing edgecache sends.
+    let src = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub vcl_recv { std.late_100_continue(true); if (req.url ~ \"^/video\") { std.set_ip_tos(46); } }\n";
+    let p = load_str("t.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut c = TestContext::request("GET", "/video/1");
+    assert_eq!(p.run(Sub::Recv, &mut c), Action::Lookup);
+}
+
+#[test]
+fn cache_req_body_example() {
+    // vmod_std.vcc: `if (std.cache_req_body(1KB)) { ... }` in vcl_recv.
+    let src = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub vcl_recv { if (!std.cache_req_body(1KB)) { return (synth(413)); } }\n";
+    let p = load_str("c.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    assert_eq!(p.req_body_limit(), Some(1024));
+    let mut small = TestContext::request("POST", "/");
+    small.req_body = Some(vec![b'x'; 1024]);
+    assert_eq!(p.run(Sub::Recv, &mut small), Action::Pass);
+    let mut unbuffered = TestContext::request("POST", "/");
+    assert!(matches!(
+        p.run(Sub::Recv, &mut unbuffered),
+        Action::Synth { status: 413, .. }
+    ));
+    let err = |body: &str| {
+        load_str(
+            "c.vcl",
+            &format!("vcl 4.1;\nimport std;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{body}\n"),
+        )
+        .map(|_| String::new())
+        .unwrap_or_else(|d| d.render())
+    };
+    assert!(
+        err("sub vcl_recv { std.cache_req_body(std.bytes(req.http.x, 1KB)); }")
+            .contains("takes a constant size")
+    );
+    assert!(err("sub vcl_deliver { std.cache_req_body(1KB); }").contains("not allowed in `vcl_deliver`"));
 }

@@ -1,8 +1,8 @@
 //! Signatures of the built-in functions: `regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`,
-//! `cookie.*`, `var.*`, `header.*`, `blob.*`.
+//! `cookie.*`, `var.*`, `header.*`, `blob.*`, `bodyaccess.*`.
 
 use super::ty::Ty;
-use crate::tree::{BlobFn, CookieFn, Func, HeaderFn, VarFn};
+use crate::tree::{BlobFn, BodyFn, CookieFn, Func, HeaderFn, VarFn};
 use crate::vocab::{ConnectionValue, ValueType};
 
 /// The vmods edgecache provides natively.
@@ -15,6 +15,7 @@ pub(crate) const VMODS: &[&str] = &[
     "var",
     "header",
     "blob",
+    "bodyaccess",
 ];
 
 pub(crate) struct Param {
@@ -193,6 +194,36 @@ pub(crate) const VALUE_FUNCS: &[Sig] = &[
         params: &[p("t", Ty::Time), p("fallback", Ty::Real)],
         ret: Ty::Real,
     },
+    Sig {
+        name: "std.cache_req_body",
+        func: Func::CacheReqBody,
+        params: &[p("size", Ty::Bytes)],
+        ret: Ty::Bool,
+    },
+    Sig {
+        name: "std.syntax",
+        func: Func::Syntax,
+        params: &[p("version", Ty::Real)],
+        ret: Ty::Bool,
+    },
+    Sig {
+        name: "std.ban_error",
+        func: Func::BanError,
+        params: &[],
+        ret: Ty::Str,
+    },
+    Sig {
+        name: "std.late_100_continue",
+        func: Func::Accepted,
+        params: &[p("late", Ty::Bool)],
+        ret: Ty::Void,
+    },
+    Sig {
+        name: "std.set_ip_tos",
+        func: Func::Accepted,
+        params: &[p("tos", Ty::Int)],
+        ret: Ty::Void,
+    },
 ];
 
 /// `blob`'s encodings, as Varnish's vmod_blob names them (`BASE64CF` aside).
@@ -262,6 +293,12 @@ pub(crate) const VMOD_FUNCS: &[&[Sig]] = &[
         sig("blob.encode", Func::Blob(BlobFn::Encode), &[opt("encoding", Ty::Enum(BLOB_CODECS)), opt("case", Ty::Enum(BLOB_CASES)), p("blob", Ty::Blob)], Ty::Str),
         sig("blob.transcode", Func::Blob(BlobFn::Transcode), &[opt("decoding", Ty::Enum(BLOB_CODECS)), opt("encoding", Ty::Enum(BLOB_CODECS)), opt("case", Ty::Enum(BLOB_CASES)), opt("length", Ty::Int), p("encoded", Ty::Str)], Ty::Str),
     ],
+    &[
+        sig("bodyaccess.hash_req_body", Func::Bodyaccess(BodyFn::Hash), &[], Ty::Void),
+        sig("bodyaccess.len_req_body", Func::Bodyaccess(BodyFn::Len), &[], Ty::Int),
+        sig("bodyaccess.rematch_req_body", Func::Bodyaccess(BodyFn::Rematch), &[p("re", Ty::Regex)], Ty::Int),
+        sig("bodyaccess.log_req_body", Func::Bodyaccess(BodyFn::Log), &[opt("prefix", Ty::Str), opt("length", Ty::Int)], Ty::Void),
+    ],
 ];
 
 /// The signature of a value or VOID function of `std` or another native vmod.
@@ -290,7 +327,6 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
             "edgecache policies do no file I/O; serve error pages from `vcl_synth` with `synthetic({\"...\"})`"
         }
         "std.getenv" => "edgecache policies cannot read the environment",
-        "std.cache_req_body" => "request body caching is not supported yet",
         // Returning a constant would silently break the common `std.port(server.ip) != 443`
         // redirect (every request would be redirected, HTTPS ones included).
         "std.port" => {
@@ -299,8 +335,7 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
              a PROXY v2 load balancer) or a header your TLS terminator sets, e.g. \
              `req.http.X-Forwarded-Proto != \"https\"`"
         }
-        "std.rollback" | "std.late_100_continue" | "std.set_ip_tos" | "std.syntax"
-        | "std.timed_call" | "std.ban_error" => {
+        "std.rollback" | "std.timed_call" => {
             "this std function is not supported by edgecache"
         }
         _ => return None,

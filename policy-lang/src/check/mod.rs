@@ -423,6 +423,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         directors[add.director].add(member, name.as_deref().unwrap_or(""), add.weight);
     }
     configure_shards(init.shard, &mut directors, member_of);
+    let req_body_limit = init.req_body_limit;
 
     if sink.has_errors() {
         return None;
@@ -466,6 +467,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         user_methods,
         builtin_recv,
         task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var"),
+        req_body_limit,
     })
 }
 

@@ -29,6 +29,7 @@ pub struct Program {
     pub(crate) builtin_recv: Option<usize>,
     /// Whether `cookie` or `var`, which keep per-task state, is imported.
     pub(crate) task_vmods: bool,
+    pub(crate) req_body_limit: Option<u64>,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<Diagnostics>,
     /// `var.global_set` / `var.global_get`: strings every request of this policy shares.
@@ -124,6 +125,13 @@ impl Program {
         self.user_methods & sub.bit() != 0
     }
 
+    /// How much of a request body to buffer before `vcl_recv` (the largest
+    /// `std.cache_req_body` size), so `bodyaccess.*` can read it, the cache key can hash it and
+    /// a restart or retry can send it again; `None` when the policy never asks.
+    pub fn req_body_limit(&self) -> Option<u64> {
+        self.req_body_limit
+    }
+
     /// Every file read (entry first, then includes), for the reload watcher.
     pub fn sources(&self) -> &[String] {
         &self.sources
@@ -158,6 +166,7 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         user_methods: checked.user_methods,
         builtin_recv: checked.builtin_recv,
         task_vmods: checked.task_vmods,
+        req_body_limit: checked.req_body_limit,
         sources,
         warnings: None,
         globals: Mutex::default(),

@@ -89,7 +89,20 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         }
         Func::Now => ctx.get(Var::Now),
         Func::Connection(value) => ctx.connection(value),
-        Func::Cookie(_) | Func::Var(_) | Func::Header(_) | Func::Blob(_) => p.vmod_value(f, args, ctx),
+        Func::Cookie(_) | Func::Var(_) | Func::Header(_) | Func::Blob(_) | Func::Bodyaccess(_) => {
+            p.vmod_value(f, args, ctx)
+        }
+        Func::CacheReqBody => {
+            let size = match arg(0) {
+                Value::Bytes(n) => n,
+                _ => 0,
+            };
+            Value::Bool(ctx.req_body().is_some_and(|body| body.len() as u64 <= size))
+        }
+        // edgecache reads VCL 4.0 and 4.1, and runs both as 4.1.
+        Func::Syntax => Value::Bool(arg(0).as_real().is_some_and(|v| v <= 4.1 + f64::EPSILON)),
+        Func::BanError => Value::Str(Cow::Borrowed(ctx.task().map_or("", |t| t.ban_error.as_str()))),
+        Func::Accepted => Value::Unset,
         Func::ShardKey => Value::Int(i64::from(crate::tree::shard::hash32(&[&s0()]))),
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.

@@ -111,6 +111,15 @@ pub trait Context {
         true
     }
 
+    /// The request body `std.cache_req_body` buffered (empty when the request has none);
+    /// `None` when it is not buffered: larger than [`Program::req_body_limit`], or the policy
+    /// does not ask for it. Read by `bodyaccess.*` and `std.cache_req_body`.
+    ///
+    /// [`Program::req_body_limit`]: crate::Program::req_body_limit
+    fn req_body(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// Seconds since `backend` (a declared backend) last turned healthy, for the shard
     /// director's rampup; `None` when not known, which counts as long ago.
     fn healthy_for(&self, backend: BackendId) -> Option<f64> {
@@ -233,6 +242,9 @@ impl Context for OwnTask<'_> {
     }
     fn healthy_for(&self, backend: BackendId) -> Option<f64> {
         self.ctx.healthy_for(backend)
+    }
+    fn req_body(&self) -> Option<&[u8]> {
+        self.ctx.req_body()
     }
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
         self.ctx.connection(value)

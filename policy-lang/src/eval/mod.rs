@@ -90,7 +90,7 @@ impl Program {
             Stmt::UnsetHeader(scope, name) => ctx.unset_header(*scope, name),
             Stmt::If(branches, otherwise) => {
                 for (c, body) in branches {
-                    if self.cond(c, &*ctx) {
+                    if self.cond_with_effects(c, ctx) {
                         return self.exec_block(body, sub, ctx);
                     }
                 }
@@ -174,18 +174,38 @@ impl Program {
         }
     }
 
+    /// An `if` condition; `if (std.ban(...))` / `if (!std.ban(...))` bans (Varnish's example
+    /// of `std.ban_error()`), which evaluating a value cannot.
+    fn cond_with_effects(&self, c: &Expr, ctx: &mut dyn Context) -> bool {
+        let (call, negate) = match c {
+            Expr::Not(inner) => (&**inner, true),
+            other => (other, false),
+        };
+        match call {
+            Expr::Call(Func::Ban, args) => {
+                let s = args.first().map(|a| self.to_string_owned(self.eval(a, &*ctx)));
+                self.do_ban(&s.unwrap_or_default(), ctx) != negate
+            }
+            _ => self.cond(c, &*ctx),
+        }
+    }
+
     fn do_ban(&self, s: &str, ctx: &mut dyn Context) -> bool {
-        match crate::ban::parse_ban(s) {
+        let (banned, error) = match crate::ban::parse_ban(s) {
             Ok(b) => {
                 ctx.ban(b);
-                true
+                (true, String::new())
             }
             Err(e) => {
                 let first = e.iter().next().map(|d| d.message.clone()).unwrap_or_default();
                 ctx.log(&format!("ban(\"{s}\") failed: {first}"));
-                false
+                (false, first)
             }
+        };
+        if let Some(task) = ctx.task_mut() {
+            task.ban_error = error;
         }
+        banned
     }
 
     fn ret(&self, r: &Ret, ctx: &dyn Context) -> Action {

@@ -29,6 +29,8 @@ pub struct TestContext {
     pub in_flight: Vec<(BackendId, usize)>,
     /// What `random` returns (0.5 when `None`).
     pub random: Option<f64>,
+    /// The buffered request body `req_body` reports (`std.cache_req_body`, `bodyaccess.*`).
+    pub req_body: Option<Vec<u8>>,
     /// Every `run_plugin` call, in order.
     pub plugin_calls: Vec<(PluginId, PluginPhase)>,
     /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
@@ -285,6 +287,10 @@ impl Context for TestContext {
 
     fn log(&mut self, msg: &str) {
         self.logs.push(msg.to_string());
+    }
+
+    fn req_body(&self) -> Option<&[u8]> {
+        self.req_body.as_deref()
     }
 
     fn healthy(&self, backend: BackendId) -> bool {

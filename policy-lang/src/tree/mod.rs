@@ -38,6 +38,8 @@ pub(crate) struct Checked {
     pub builtin_recv: Option<usize>,
     /// Whether a vmod with per-task state (`cookie`, `var`) is imported.
     pub task_vmods: bool,
+    /// The largest `std.cache_req_body` size.
+    pub req_body_limit: Option<u64>,
 }
 
 /// Built-in functions that return a value.
@@ -76,6 +78,17 @@ pub(crate) enum Func {
     Blob(BlobFn),
     /// `shard.key(STRING)`: the 32-bit key the shard director hashes strings to.
     ShardKey,
+    /// `std.cache_req_body(BYTES)`: whether the request body is buffered (within the size).
+    CacheReqBody,
+    /// `std.syntax(REAL)`: whether the VCL syntax is at least that version.
+    Syntax,
+    /// `std.ban_error()`: why the task's last `std.ban()` failed, or `""`.
+    BanError,
+    /// `std.late_100_continue(BOOL)`, `std.set_ip_tos(INT)`: accepted, nothing to do (see
+    /// docs/policy-language.md).
+    Accepted,
+    /// `bodyaccess.*` (varnish-modules' vmod_bodyaccess).
+    Bodyaccess(BodyFn),
 }
 
 impl Func {
@@ -92,6 +105,8 @@ impl Func {
             ),
             Func::Var(f) => matches!(f, VarFn::Set(_) | VarFn::GlobalSet | VarFn::Clear),
             Func::Header(f) => f != HeaderFn::Get,
+            Func::Bodyaccess(f) => matches!(f, BodyFn::Hash | BodyFn::Log),
+            Func::Accepted => true,
             _ => false,
         }
     }
@@ -134,6 +149,15 @@ pub(crate) enum HeaderFn {
     Copy,
     Get,
     Remove,
+}
+
+/// The functions of `bodyaccess`, reading the body `std.cache_req_body` buffered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyFn {
+    Hash,
+    Len,
+    Rematch,
+    Log,
 }
 
 /// The functions of `blob`. A BLOB value is carried as a string of lowercase hex digits.

@@ -22,6 +22,17 @@ pub(super) fn empty_body() -> OutgoingBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
+/// The client's body as `std.cache_req_body` buffered it before `vcl_recv`, carried in the
+/// request's extensions: `bodyaccess.*` reads it, and every backend request of the request
+/// (fills, passes, retries, restarts) sends it, as Varnish sends a cached body.
+#[derive(Clone, Debug)]
+pub(super) struct CachedBody(pub bytes::Bytes);
+
+/// `parts`' buffered body (see [`CachedBody`]).
+pub(super) fn cached_body(parts: &Parts) -> Option<bytes::Bytes> {
+    parts.extensions.get::<CachedBody>().map(|body| body.0.clone())
+}
+
 /// The head every backend request starts from: the client's method, target and fields, minus
 /// the hop-by-hop ones, with `Host`, `X-Forwarded-For` and `Via`.
 fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
@@ -106,11 +117,28 @@ pub(super) fn hit_for_pass(parts: &Parts, client: IpAddr) -> Request<OutgoingBod
 /// A GET for `parts` without a body: a fetch never forwards the client's body (a GET body has
 /// no defined meaning, RFC 9110 §9.3.1, and the object is shared), nor the `Content-Length`
 /// that announced it, which the origin would otherwise read the next request on its connection
-/// as (Varnish filters it from fetches the same way).
+/// as (Varnish filters it from fetches the same way). The exception is a body
+/// `std.cache_req_body` buffered, which Varnish sends with its fetches too (POST caching sets
+/// `bereq.method = "POST"` in `vcl_backend_fetch`).
 fn bodiless_get(parts: &Parts, client: IpAddr) -> Request<OutgoingBody> {
-    let mut bereq = fetch(parts, client, empty_body());
+    let cached = cached_body(parts).filter(|body| !body.is_empty());
+    let body = cached.as_ref().map_or_else(empty_body, |body| {
+        http_body_util::Full::new(body.clone())
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    });
+    let mut bereq = fetch(parts, client, body);
     *bereq.method_mut() = Method::GET;
-    bereq.headers_mut().remove(header::CONTENT_LENGTH);
+    match cached {
+        Some(body) => {
+            bereq
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        }
+        None => {
+            bereq.headers_mut().remove(header::CONTENT_LENGTH);
+        }
+    }
     bereq
 }
 

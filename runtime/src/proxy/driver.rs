@@ -444,11 +444,14 @@ async fn vcl_route(
     xid: i64,
     may_switch: bool,
 ) -> (Response<ProxyBody>, CacheState) {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     // As Varnish, the labelled policy gets the request as received (a rollback).
     let mut received = (may_switch && version.switches_labels).then(|| parts.clone());
     let had_body = !http_body::Body::is_end_stream(&body);
     let mut body = Some(body);
+    if let Some(limit) = program.req_body_limit() {
+        cache_req_body(&mut parts, &mut body, had_body, limit, shared.body_timeout).await;
+    }
     let mut session = ClientSession::new(parts, client, version, xid);
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
@@ -506,11 +509,11 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
-                    let outgoing =
-                        match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
-                            Ok(outgoing) => outgoing,
-                            Err(detail) => break Step::Synth(503, Some(detail.to_string())),
-                        };
+                    let outgoing = match once(&mut body, rewritten_or_cached(&mut session), had_body, shared)
+                    {
+                        Ok(outgoing) => outgoing,
+                        Err(detail) => break Step::Synth(503, Some(detail.to_string())),
+                    };
                     let response = relay::pass(route, &session.req, outgoing).await;
                     break Step::Served(response, CacheState::Pass);
                 }
@@ -526,11 +529,11 @@ async fn vcl_route(
                         }
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
-                    let outgoing =
-                        match once(&mut body, session.plugins.rewritten_body.take(), had_body, shared) {
-                            Ok(outgoing) => outgoing,
-                            Err(detail) => break Step::Synth(503, Some(detail.to_string())),
-                        };
+                    let outgoing = match once(&mut body, rewritten_or_cached(&mut session), had_body, shared)
+                    {
+                        Ok(outgoing) => outgoing,
+                        Err(detail) => break Step::Synth(503, Some(detail.to_string())),
+                    };
                     let (response, state) = piped(route, &mut session.req, bereq, outgoing).await;
                     // As Varnish: a pipe's answer is the origin's, vcl_deliver does not see it.
                     break Step::Piped(response, state);
@@ -653,6 +656,41 @@ fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
     session.hash.clear();
     program.run(Sub::Hash, session);
     CacheKey::from_hash_data(&session.hash)
+}
+
+/// `std.cache_req_body`: reads the client's body before `vcl_recv` when it is at most `limit`
+/// bytes and keeps it in `parts` (see [`bereq::CachedBody`]); no body is an empty one. A larger
+/// (or failing) body is not kept and, being partly read, cannot go to the origin any more: as
+/// in Varnish, a fetch that needs it fails.
+async fn cache_req_body(
+    parts: &mut http::request::Parts,
+    body: &mut Option<Incoming>,
+    had_body: bool,
+    limit: u64,
+    silence: std::time::Duration,
+) {
+    if !had_body {
+        parts.extensions.insert(bereq::CachedBody(bytes::Bytes::new()));
+        return;
+    }
+    let announced = http_body::Body::size_hint(body.as_ref().expect("not taken yet")).lower();
+    if announced > limit {
+        return;
+    }
+    let Some(incoming) = body.take() else { return };
+    let limited = http_body_util::Limited::new(incoming, usize::try_from(limit).unwrap_or(usize::MAX));
+    if let Ok(Ok(collected)) = tokio::time::timeout(silence, limited.collect()).await {
+        parts.extensions.insert(bereq::CachedBody(collected.to_bytes()));
+    }
+}
+
+/// The body a pass or pipe sends: the plugins' rewrite, else what `std.cache_req_body` kept.
+fn rewritten_or_cached(session: &mut ClientSession) -> Option<bytes::Bytes> {
+    session
+        .plugins
+        .rewritten_body
+        .take()
+        .or_else(|| bereq::cached_body(&session.req))
 }
 
 /// The client's body for the origin, which it can get once: as Varnish ("Uncached req.body

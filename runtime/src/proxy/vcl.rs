@@ -494,6 +494,13 @@ impl Context for ClientSession {
             .and_then(crate::backend::Backend::healthy_for)
     }
 
+    fn req_body(&self) -> Option<&[u8]> {
+        self.req
+            .extensions
+            .get::<super::bereq::CachedBody>()
+            .map(|body| &body.0[..])
+    }
+
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
         let extensions = &self.req.extensions;
         let answer = match value.vmod() {

@@ -148,6 +148,34 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `std.cache_req_body(SIZE)`: the runtime buffers bodies up to the largest SIZE before
+    /// `vcl_recv`, so SIZE must be known when the policy loads.
+    fn req_body_size(&mut self, call: &Expr, span: Span) {
+        let Expr::Call(_, args) = call else { return };
+        let scoped = self.scope_check(
+            mask::RECV,
+            span,
+            "`std.cache_req_body`",
+            "allowed",
+            Code::NotAllowedHere,
+        );
+        match args.first() {
+            Some(Expr::Const(Value::Bytes(n))) if scoped => {
+                self.init.req_body_limit = Some(self.init.req_body_limit.unwrap_or(0).max(*n));
+            }
+            Some(Expr::Const(Value::Bytes(_))) => {}
+            _ => self.sink.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    span,
+                    "`std.cache_req_body` takes a constant size",
+                )
+                .label("the size must be known when the policy loads")
+                .hint("e.g. `std.cache_req_body(100KB)`"),
+            ),
+        }
+    }
+
     /// `plugin.request(NAME);` (vcl_recv) / `plugin.response(NAME);`
     /// (vcl_backend_response, vcl_deliver).
     pub(super) fn plugin_stmt(&mut self, func: &ast::Ident, args: &[Arg], span: Span) -> Option<Stmt> {
@@ -255,7 +283,11 @@ impl Lowerer<'_> {
         let void = funcs::sig_of(name).is_some_and(|sig| sig.ret == Ty::Void);
         if let Some(sig) = funcs::sig_of(name).filter(|_| !void) {
             self.need_import(vmod_of(sig.name), func);
-            return self.sig_call(sig, func, args, span);
+            let call = self.sig_call(sig, func, args, span);
+            if sig.func == Func::CacheReqBody {
+                self.req_body_size(&call.0, span);
+            }
+            return call;
         }
         if let Some(sig) = funcs::connection_sig(name) {
             self.need_import(vmod_of(sig.name), func);

@@ -16,11 +16,13 @@ pub(crate) struct DirectorAdd {
     pub span: Span,
 }
 
-/// What `vcl_init` does to directors, in the order the calls were lowered.
+/// What lowering finds beyond the bodies: what `vcl_init` does to directors, in the order the
+/// calls were lowered, and the largest `std.cache_req_body` size.
 #[derive(Default)]
 pub(crate) struct InitCalls {
     pub adds: Vec<DirectorAdd>,
     pub shard: Vec<super::ShardCall>,
+    pub req_body_limit: Option<u64>,
 }
 
 /// What `add_backend` adds: a backend, or another director (`d2.backend()`).

@@ -1,6 +1,8 @@
-//! The vmods beyond `std` that edgecache runs natively: `cookie`, `var`, `header`, `blob`.
+//! The vmods beyond `std` that edgecache runs natively: `cookie`, `var`, `header`, `blob`,
+//! `bodyaccess`.
 
 mod blob;
+mod bodyaccess;
 mod cookie;
 mod header;
 mod var;
@@ -20,6 +22,8 @@ use crate::vocab::Value;
 pub struct Task {
     cookies: cookie::Jar,
     vars: var::Vars,
+    /// Why the task's last `std.ban()` failed (`std.ban_error()`); empty when it did not.
+    pub(crate) ban_error: String,
 }
 
 impl Program {
@@ -34,6 +38,7 @@ impl Program {
             Func::Cookie(f) => cookie::effect(f, &strings, args, ctx),
             Func::Var(f) => var::effect(self, f, &strings, args, ctx),
             Func::Header(f) => header::effect(f, &strings, args, ctx),
+            Func::Bodyaccess(f) => bodyaccess::effect(f, &strings, ctx),
             _ => {}
         }
     }
@@ -45,6 +50,7 @@ impl Program {
             Func::Var(f) => var::value(self, f, args, ctx),
             Func::Header(f) => header::value(f, args, ctx),
             Func::Blob(f) => blob::value(self, f, args, ctx),
+            Func::Bodyaccess(f) => bodyaccess::value(f, args, ctx),
             _ => Value::Unset,
         }
     }
