@@ -171,42 +171,29 @@ impl PluginCalls {
             .filter_map(|id| version.plugins.get(id.index())?.max_body())
             .min()?;
         let mut incoming = body.take_if(|b| !b.is_end_stream())?;
-        let mut buffer = Vec::new();
-        loop {
-            let frame = match incoming.frame().await {
-                None => break,
-                Some(Ok(frame)) => frame,
-                Some(Err(error)) => {
-                    let reason = format!("the request body failed while plugins read it: {error}");
-                    return Some(Action::Synth {
-                        status: 400,
-                        reason: reason.into(),
-                    });
-                }
-            };
-            let Ok(data) = frame.into_data() else { continue };
-            if buffer.len() + data.len() > limit {
-                let reason = format!(
-                    "the request body is larger than {limit} bytes, the `.max_body` of a plugin that reads it"
-                );
-                return Some(Action::Synth {
-                    status: 413,
-                    reason: reason.into(),
-                });
+        let read = read_through(&mut incoming, limit, |buffer, end_of_stream| {
+            self.show_request_body(version, &readers, req, client, buffer, end_of_stream)
+        })
+        .await;
+        let (status, reason) = match read {
+            Ok(buffer) => {
+                req.headers.remove(header::TRANSFER_ENCODING);
+                req.headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(buffer.len()));
+                self.rewritten_body = Some(buffer.into());
+                return None;
             }
-            buffer.extend_from_slice(&data);
-            if let Some(ended) = self.show_request_body(version, &readers, req, client, &mut buffer, false) {
-                return Some(ended);
-            }
-        }
-        if let Some(ended) = self.show_request_body(version, &readers, req, client, &mut buffer, true) {
-            return Some(ended);
-        }
-        req.headers.remove(header::TRANSFER_ENCODING);
-        req.headers
-            .insert(header::CONTENT_LENGTH, HeaderValue::from(buffer.len()));
-        self.rewritten_body = Some(buffer.into());
-        None
+            Err(Stopped::By(ended)) => return Some(ended),
+            Err(Stopped::Failed(error)) => (400, format!("the request body failed while plugins read it: {error}")),
+            Err(Stopped::TooLarge) => (
+                413,
+                format!("the request body is larger than {limit} bytes, the `.max_body` of a plugin that reads it"),
+            ),
+        };
+        Some(Action::Synth {
+            status,
+            reason: reason.into(),
+        })
     }
 
     fn show_request_body(
@@ -262,32 +249,23 @@ impl PluginCalls {
             return Ok(response);
         };
         let (mut head, mut body) = response.into_parts();
-        let mut buffer = Vec::new();
-        loop {
-            let frame = match body.frame().await {
-                None => break,
-                Some(Ok(frame)) => frame,
-                Some(Err(error)) => {
-                    let detail = format!("the response body failed while plugins read it: {error}");
-                    return Err(synth::plain(StatusCode::BAD_GATEWAY, &detail));
-                }
-            };
-            let Ok(data) = frame.into_data() else { continue };
-            if buffer.len() + data.len() > limit {
-                let detail = format!(
-                    "the response body is larger than {limit} bytes, the `.max_body` of a plugin that reads it"
-                );
+        let read = read_through(&mut body, limit, |buffer, end_of_stream| {
+            self.show_body(version, &readers, req, client, &mut head, buffer, end_of_stream)
+        })
+        .await;
+        let buffer = match read {
+            Ok(buffer) => buffer,
+            Err(Stopped::By(ended)) => return Err(ended),
+            Err(Stopped::Failed(error)) => {
+                let detail = format!("the response body failed while plugins read it: {error}");
                 return Err(synth::plain(StatusCode::BAD_GATEWAY, &detail));
             }
-            buffer.extend_from_slice(&data);
-            if let Some(ended) = self.show_body(version, &readers, req, client, &mut head, &mut buffer, false)
-            {
-                return Err(ended);
+            Err(Stopped::TooLarge) => {
+                let detail =
+                    format!("the response body is larger than {limit} bytes, the `.max_body` of a plugin that reads it");
+                return Err(synth::plain(StatusCode::BAD_GATEWAY, &detail));
             }
-        }
-        if let Some(ended) = self.show_body(version, &readers, req, client, &mut head, &mut buffer, true) {
-            return Err(ended);
-        }
+        };
         head.headers.remove(header::TRANSFER_ENCODING);
         head.headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(buffer.len()));
@@ -413,6 +391,46 @@ fn take_back_request(req: &mut Parts, view: RequestView) {
     req.method = view.method;
     req.uri = view.uri;
     req.headers = view.headers;
+}
+
+/// How reading a body through the plugins' callbacks ended early.
+enum Stopped<T> {
+    /// The body failed to arrive.
+    Failed(String),
+    /// It is larger than the limit.
+    TooLarge,
+    /// A plugin ended the request.
+    By(T),
+}
+
+/// Reads `body` whole (at most `limit` bytes), showing what is buffered to `show` after each
+/// chunk (`end_of_stream` false) and once more at the end (true); `show` may rewrite the buffer,
+/// or stop the reading by returning `Some`.
+async fn read_through<B, T>(
+    body: &mut B,
+    limit: usize,
+    mut show: impl FnMut(&mut Vec<u8>, bool) -> Option<T>,
+) -> Result<Vec<u8>, Stopped<T>>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let mut buffer = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| Stopped::Failed(error.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if buffer.len() + data.len() > limit {
+            return Err(Stopped::TooLarge);
+        }
+        buffer.extend_from_slice(&data);
+        if let Some(ended) = show(&mut buffer, false) {
+            return Err(Stopped::By(ended));
+        }
+    }
+    match show(&mut buffer, true) {
+        Some(ended) => Err(Stopped::By(ended)),
+        None => Ok(buffer),
+    }
 }
 
 /// Remembers that plugin `id` reads bodies in the phase that just came to `outcome`.

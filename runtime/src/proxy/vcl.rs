@@ -279,8 +279,8 @@ impl ClientSession {
     /// The user's `vcl_recv`, waiting out plugin pauses: a plugin that pauses the request ends
     /// the sub; once the plugin resumes it, the sub runs again from the request (and backend
     /// hint, and vmod state) as they were when it started, and the plugin's call answers with how its pause
-    /// ended (see `plugins.rs`). Statements before the call run again, so side effects there
-    /// (`std.log`, bans) happen once per run.
+    /// ended (see `plugins.rs`). Statements before the call run again: their bans are kept
+    /// once, their `std.log` lines are logged once per run.
     pub async fn run_recv(&mut self, program: &policy_lang::Program) -> policy_lang::Action {
         if self.version.plugins.is_empty() {
             return program.run(policy_lang::Sub::Recv, self);
@@ -291,11 +291,14 @@ impl ClientSession {
             self.hash_always_miss,
             self.task.clone(),
         );
+        let bans = self.bans.len();
         let mut action = program.run(policy_lang::Sub::Recv, self);
         while let policy_lang::Action::PluginPaused { .. } = action {
             let version = self.version.clone();
             self.plugins.resume(&version, &self.req, Some(self.client)).await;
             (self.req, self.backend_hint, self.hash_always_miss, self.task) = start.clone();
+            // The run again bans again what the first run banned.
+            self.bans.truncate(bans);
             action = program.run(policy_lang::Sub::Recv, self);
         }
         self.plugins.recv_done();
