@@ -32,6 +32,7 @@ const POLICY_LANG: &[(&str, &[&str])] = &[
     ("eval", &["compile", "tree", "vocab", "ban", "diagnostics"]),
     // Steps of the pipeline in lib.rs, which calls the phases in order.
     ("acl_names", &[ANY]),
+    ("host_values", &[ANY]),
     ("fragment", &[ANY]),
 ];
 

@@ -54,6 +54,7 @@ mod diagnostics;
 mod eval;
 mod fragment;
 mod grammar;
+mod host_values;
 mod tree;
 mod vocab;
 
@@ -93,6 +94,13 @@ pub trait SourceLoader {
     fn resolve_host(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String> {
         let _ = name;
         Err("this loader resolves no host names".to_string())
+    }
+
+    /// The value of environment variable `name` for `std.getenv`, read once when the policy
+    /// loads; `None` when unset. The default reads nothing.
+    fn getenv(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
     }
 }
 
@@ -344,9 +352,10 @@ fn check_with_builtin(
 fn finish(
     mut sm: SourceMap,
     mut sink: Sink,
-    decls: Vec<ast::Decl>,
+    mut decls: Vec<ast::Decl>,
     loader: Option<&dyn SourceLoader>,
 ) -> Result<Program, Diagnostics> {
+    host_values::resolve(&mut decls, loader, &mut sm, &mut sink);
     let sources: Vec<String> = sm.files().map(|(_, f)| f.name.clone()).collect();
     let checked = check_with_builtin(&mut sm, &mut sink, decls, loader);
     let sm = Arc::new(sm);

@@ -25,6 +25,10 @@ struct FileLoader<'a> {
 const MAX_POLICY_FILE: u64 = 16 << 20;
 
 impl SourceLoader for FileLoader<'_> {
+    fn getenv(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
     fn resolve_host(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String> {
         self.resolver.lookup(name).map_err(|error| match error {
             crate::dns::ResolveError::NotFound { cause, .. } => cause,

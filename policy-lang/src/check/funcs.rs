@@ -323,10 +323,10 @@ pub(crate) const STATEMENT_FUNCS: &[&str] = &[
 /// Varnish functions recognised but not provided.
 pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
     Some(match name {
-        "std.fileread" | "std.blobread" | "std.file_exists" => {
-            "edgecache policies do no file I/O; serve error pages from `vcl_synth` with `synthetic({\"...\"})`"
+        "std.fileread" | "std.getenv" => "give it a string literal: it is read when the policy loads",
+        "std.blobread" | "std.file_exists" => {
+            "edgecache policies read files only with `std.fileread(\"PATH\")`, when they load"
         }
-        "std.getenv" => "edgecache policies cannot read the environment",
         // Returning a constant would silently break the common `std.port(server.ip) != 443`
         // redirect (every request would be redirected, HTTPS ones included).
         "std.port" => {
@@ -335,9 +335,7 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
              a PROXY v2 load balancer) or a header your TLS terminator sets, e.g. \
              `req.http.X-Forwarded-Proto != \"https\"`"
         }
-        "std.rollback" | "std.timed_call" => {
-            "this std function is not supported by edgecache"
-        }
+        "std.rollback" | "std.timed_call" => "this std function is not supported by edgecache",
         _ => return None,
     })
 }
