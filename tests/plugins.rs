@@ -849,3 +849,32 @@ async fn plugin_metrics_reach_the_metrics_endpoint_and_a_shared_queue_is_drained
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_plugins_local_response_goes_through_the_response_phase_of_the_requests_plugins() {
+    let origin = Origin::fixed(OriginReply::ok("secret")).await;
+    let policy = format!(
+        r#"vcl 4.1;
+plugin stamp {{ .path = "{}"; .config = "x-stamped: yes"; }}
+plugin api_key {{ .path = "{}"; .config = "k1"; }}
+sub vcl_recv {{ plugin.request(stamp); plugin.request(api_key); return (pass); }}
+sub vcl_deliver {{ plugin.response(stamp); }}
+"#,
+        wasm("add_header.wasm"),
+        wasm("api_key.wasm")
+    );
+    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let denied = get(addr, "/", &[]).await;
+    assert_eq!(denied.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(denied.header("x-stamped"), Some("yes"), "as on Envoy");
+    assert_eq!(
+        denied.text(),
+        "missing or invalid API key\n",
+        "the body is the plugin's"
+    );
+    assert_eq!(denied.cache(), "SYNTH");
+    let allowed = get(addr, "/", &[("x-api-key", "k1")]).await;
+    assert_eq!(allowed.status, StatusCode::OK);
+    assert_eq!(allowed.header("x-stamped"), Some("yes"));
+    assert_eq!(origin.requests(), 1);
+}

@@ -736,7 +736,7 @@ enum Deliver {
 /// A plugin's local response, sent as the plugin built it (like a `vcl_synth` page, it is
 /// not stored and `vcl_deliver` does not run over it).
 fn plugin_answered(session: &mut ClientSession, status_header: &http::HeaderName) -> Deliver {
-    let Some(local) = session.plugins.local.take() else {
+    let Some(mut local) = session.plugins.local.take() else {
         return Deliver::Done(
             synth::plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -745,6 +745,10 @@ fn plugin_answered(session: &mut ClientSession, status_header: &http::HeaderName
             CacheState::Synth,
         );
     };
+    let client = Some(session.client);
+    session
+        .plugins
+        .over_local_response(&mut session.req, client, &mut local);
     let mut response = super::plugins::local_response(local);
     response.headers_mut().insert(
         status_header,

@@ -312,6 +312,30 @@ impl PluginCalls {
         None
     }
 
+    /// A plugin answered the request (`proxy_send_local_response`): as on Envoy, the answer
+    /// goes through the response-headers callback of every plugin of this request, the one that
+    /// sent it included, which may edit its headers and status (a failure or a second local
+    /// response there leaves the answer as it was).
+    pub fn over_local_response(
+        &mut self,
+        req: &mut Parts,
+        client: Option<SocketAddr>,
+        local: &mut LocalResponse,
+    ) {
+        let streams = self.first.iter_mut().chain(self.more.iter_mut());
+        for (_, stream) in streams {
+            let mut request = lend_request(req, client);
+            let mut response = ResponseView::new(local.status, std::mem::take(&mut local.headers));
+            response.end_of_stream = local.body.is_empty();
+            let result = stream.on_response_headers(Some(&mut request), &mut response);
+            take_back_request(req, request);
+            local.headers = response.headers;
+            if matches!(result, Ok(Verdict::Continue)) {
+                local.status = response.status;
+            }
+        }
+    }
+
     fn stream(&mut self, version: &Version, id: PluginId) -> Option<&mut PluginStream> {
         if self.first.as_ref().is_some_and(|(open, _)| *open == id) {
             return self.first.as_mut().map(|(_, stream)| stream);
