@@ -288,10 +288,19 @@ pub fn run_demo(
 }
 
 fn build_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, StartError> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = threads {
-        builder.worker_threads(threads);
-    }
+    // One worker: a current-thread runtime. Its tasks run in the order they were woken, so the
+    // streams an HTTP/2 connection read together answer before the connection task writes,
+    // and their responses leave in one write; the multi-thread scheduler's LIFO slot would run
+    // the connection task after each stream instead.
+    let mut builder = match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(threads) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     // Policies are checked and compiled by recursive passes: a reload (on a blocking thread)
     // gets the main thread's stack, so what loads at start loads on reload too.
     builder.thread_stack_size(8 << 20);

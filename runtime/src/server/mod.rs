@@ -2,10 +2,12 @@
 //! when they ask) and HTTP/2 with prior knowledge on the same port, and graceful draining.
 //! What a client may hold: `limits` caps open connections, `timeouts` closes the quiet ones
 //! (the body timeout is the request body's own, see `backend::ClientBody`). `first_line` and
-//! hyper's buffer sizes bound a request head; `h2_guard` caps HTTP/2 streams and resets.
+//! hyper's buffer sizes bound a request head; `h2_guard` caps HTTP/2 streams and resets;
+//! `h2_writes` joins HTTP/2's small writes.
 
 mod first_line;
 mod h2_guard;
+mod h2_writes;
 mod limits;
 mod proxy_protocol;
 mod timeouts;
@@ -31,6 +33,7 @@ use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits}
 use crate::proxy::{self, ClientTls, ListenerName, Proxied, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
+use h2_writes::H2Writes;
 use limits::{ConnectionCap, Occasional};
 use proxy_protocol::ProxyListener;
 use timeouts::{Activity, Answering, Watched};
@@ -256,7 +259,10 @@ async fn serve_client<S>(
         }
     });
     let watched = Watched::new(stream, activity.clone());
-    let io = TokioIo::new(FirstLine::new(watched, request_limits.max_header_size));
+    let io = TokioIo::new(H2Writes::new(FirstLine::new(
+        watched,
+        request_limits.max_header_size,
+    )));
     // With upgrades: a piped WebSocket's `101` hands the connection to `proxy::pipe`.
     let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);
