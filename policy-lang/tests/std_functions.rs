@@ -150,3 +150,34 @@ fn cache_req_body_example() {
     );
     assert!(err("sub vcl_deliver { std.cache_req_body(1KB); }").contains("not allowed in `vcl_deliver`"));
 }
+
+#[test]
+fn rollback_example() {
+    // vmod_std.vcc: `std.rollback(req)` restores the request as received.
+    let src = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub vcl_recv { set req.url = \"/rewritten\"; if (req.http.X-Undo) { std.rollback(req); } }\n";
+    let p = load_str("r.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    assert!(p.rolls_back(), "the runtime must keep the request as received");
+    let mut c = TestContext::request("GET", "/").header(Scope::Req, "x-undo", "1");
+    p.run(Sub::Recv, &mut c);
+    assert_eq!(c.rollbacks, [Scope::Req]);
+    let err = |body: &str| {
+        load_str(
+            "r.vcl",
+            &format!("vcl 4.1;\nimport std;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{body}\n"),
+        )
+        .map(|_| String::new())
+        .unwrap_or_else(|d| d.render())
+    };
+    assert!(err("sub vcl_backend_fetch { std.rollback(bereq); }")
+        .contains("only `std.rollback(req)` is supported"));
+    assert!(
+        err("sub vcl_backend_fetch { std.rollback(req); }").contains("not allowed in `vcl_backend_fetch`")
+    );
+    assert!(err("sub vcl_recv { std.rollback(obj); }").contains("takes one of req, bereq, resp, beresp"));
+    assert!(
+        !load_str("n.vcl", "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n")
+            .unwrap_or_else(|d| panic!("{}", d.render()))
+            .rolls_back()
+    );
+}

@@ -219,6 +219,12 @@ pub(crate) const VALUE_FUNCS: &[Sig] = &[
         ret: Ty::Void,
     },
     Sig {
+        name: "std.rollback",
+        func: Func::Rollback,
+        params: &[p("h", Ty::Enum(&["req", "bereq", "resp", "beresp"]))],
+        ret: Ty::Void,
+    },
+    Sig {
         name: "std.set_ip_tos",
         func: Func::Accepted,
         params: &[p("tos", Ty::Int)],
@@ -335,7 +341,9 @@ pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
              a PROXY v2 load balancer) or a header your TLS terminator sets, e.g. \
              `req.http.X-Forwarded-Proto != \"https\"`"
         }
-        "std.rollback" | "std.timed_call" => "this std function is not supported by edgecache",
+        "std.timed_call" => {
+            "timing a sub is not supported by edgecache; `std.log` what the sub decides instead"
+        }
         _ => return None,
     })
 }

@@ -423,7 +423,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         directors[add.director].add(member, name.as_deref().unwrap_or(""), add.weight);
     }
     configure_shards(init.shard, &mut directors, member_of);
-    let req_body_limit = init.req_body_limit;
+    let (req_body_limit, rolls_back) = (init.req_body_limit, init.rolls_back);
 
     if sink.has_errors() {
         return None;
@@ -468,6 +468,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         builtin_recv,
         task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var"),
         req_body_limit,
+        rolls_back,
     })
 }
 

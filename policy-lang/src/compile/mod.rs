@@ -30,6 +30,7 @@ pub struct Program {
     /// Whether `cookie` or `var`, which keep per-task state, is imported.
     pub(crate) task_vmods: bool,
     pub(crate) req_body_limit: Option<u64>,
+    pub(crate) rolls_back: bool,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<Diagnostics>,
     /// `var.global_set` / `var.global_get`: strings every request of this policy shares.
@@ -132,6 +133,12 @@ impl Program {
         self.req_body_limit
     }
 
+    /// Whether the policy calls `std.rollback(req)`, for which the runtime keeps the request
+    /// as received ([`Context::rollback`](crate::Context::rollback)).
+    pub fn rolls_back(&self) -> bool {
+        self.rolls_back
+    }
+
     /// Every file read (entry first, then includes), for the reload watcher.
     pub fn sources(&self) -> &[String] {
         &self.sources
@@ -167,6 +174,7 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         builtin_recv: checked.builtin_recv,
         task_vmods: checked.task_vmods,
         req_body_limit: checked.req_body_limit,
+        rolls_back: checked.rolls_back,
         sources,
         warnings: None,
         globals: Mutex::default(),

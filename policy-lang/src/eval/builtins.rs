@@ -102,7 +102,7 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         // edgecache reads VCL 4.0 and 4.1, and runs both as 4.1.
         Func::Syntax => Value::Bool(arg(0).as_real().is_some_and(|v| v <= 4.1 + f64::EPSILON)),
         Func::BanError => Value::Str(Cow::Borrowed(ctx.task().map_or("", |t| t.ban_error.as_str()))),
-        Func::Accepted => Value::Unset,
+        Func::Accepted | Func::Rollback => Value::Unset,
         Func::ShardKey => Value::Int(i64::from(crate::tree::shard::hash32(&[&s0()]))),
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.

@@ -111,6 +111,14 @@ pub trait Context {
         true
     }
 
+    /// `std.rollback(req)`: puts the request (method, URL, headers) back as the client sent it.
+    /// Only [`Scope::Req`] reaches this, and only when [`Program::rolls_back`] says so.
+    ///
+    /// [`Program::rolls_back`]: crate::Program::rolls_back
+    fn rollback(&mut self, scope: Scope) {
+        let _ = scope;
+    }
+
     /// The request body `std.cache_req_body` buffered (empty when the request has none);
     /// `None` when it is not buffered: larger than [`Program::req_body_limit`], or the policy
     /// does not ask for it. Read by `bodyaccess.*` and `std.cache_req_body`.
@@ -245,6 +253,9 @@ impl Context for OwnTask<'_> {
     }
     fn req_body(&self) -> Option<&[u8]> {
         self.ctx.req_body()
+    }
+    fn rollback(&mut self, scope: Scope) {
+        self.ctx.rollback(scope);
     }
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
         self.ctx.connection(value)

@@ -31,6 +31,8 @@ pub struct TestContext {
     pub random: Option<f64>,
     /// The buffered request body `req_body` reports (`std.cache_req_body`, `bodyaccess.*`).
     pub req_body: Option<Vec<u8>>,
+    /// Every `rollback` call, in order.
+    pub rollbacks: Vec<Scope>,
     /// Every `run_plugin` call, in order.
     pub plugin_calls: Vec<(PluginId, PluginPhase)>,
     /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
@@ -291,6 +293,10 @@ impl Context for TestContext {
 
     fn req_body(&self) -> Option<&[u8]> {
         self.req_body.as_deref()
+    }
+
+    fn rollback(&mut self, scope: Scope) {
+        self.rollbacks.push(scope);
     }
 
     fn healthy(&self, backend: BackendId) -> bool {

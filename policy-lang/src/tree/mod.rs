@@ -40,6 +40,8 @@ pub(crate) struct Checked {
     pub task_vmods: bool,
     /// The largest `std.cache_req_body` size.
     pub req_body_limit: Option<u64>,
+    /// Whether `std.rollback(req)` is called.
+    pub rolls_back: bool,
 }
 
 /// Built-in functions that return a value.
@@ -89,6 +91,8 @@ pub(crate) enum Func {
     Accepted,
     /// `bodyaccess.*` (varnish-modules' vmod_bodyaccess).
     Bodyaccess(BodyFn),
+    /// `std.rollback(req)`: the request back as the client sent it.
+    Rollback,
 }
 
 impl Func {
@@ -106,7 +110,7 @@ impl Func {
             Func::Var(f) => matches!(f, VarFn::Set(_) | VarFn::GlobalSet | VarFn::Clear),
             Func::Header(f) => f != HeaderFn::Get,
             Func::Bodyaccess(f) => matches!(f, BodyFn::Hash | BodyFn::Log),
-            Func::Accepted => true,
+            Func::Accepted | Func::Rollback => true,
             _ => false,
         }
     }

@@ -34,18 +34,31 @@ pub(super) fn next_xid() -> i64 {
 #[derive(Clone, Copy)]
 pub(super) struct Xid(pub i64);
 
+/// The request as the client sent it, kept in its extensions for `std.rollback(req)` when the
+/// policy calls it.
+#[derive(Clone)]
+pub(super) struct Received {
+    method: http::Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+}
+
+impl Received {
+    pub(super) fn of(parts: &Parts) -> Received {
+        Received {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+        }
+    }
+}
+
 /// The listener a request came in on, as Varnish names its `-a` sockets: `local.socket`
 /// (`a0`, `a1`, ... in `-a` order) and `local.endpoint` (its bound address).
 pub(crate) struct ListenerName {
     pub socket: String,
     pub endpoint: String,
 }
-
-/// The client's body as `std.cache_req_body` buffered it before `vcl_recv`, carried in the
-/// request's extensions: `bodyaccess.*` reads it, and every backend request of the request
-/// (fills, passes, retries, restarts) sends it, as Varnish sends a cached body.
-#[derive(Clone, Debug)]
-pub(super) struct CachedBody(pub bytes::Bytes);
 
 /// Marks the parts of a background refresh (`bereq.is_bgfetch`).
 #[derive(Clone, Copy)]
@@ -506,8 +519,19 @@ impl Context for ClientSession {
     fn req_body(&self) -> Option<&[u8]> {
         self.req
             .extensions
-            .get::<CachedBody>()
+            .get::<super::bereq::CachedBody>()
             .map(|body| &body.0[..])
+    }
+
+    fn rollback(&mut self, scope: policy_lang::Scope) {
+        if scope != policy_lang::Scope::Req {
+            return;
+        }
+        if let Some(received) = self.req.extensions.get::<Received>().cloned() {
+            self.req.method = received.method;
+            self.req.uri = received.uri;
+            self.req.headers = received.headers;
+        }
     }
 
     fn connection(&self, value: ConnectionValue) -> Value<'_> {

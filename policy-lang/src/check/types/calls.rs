@@ -137,6 +137,9 @@ impl Lowerer<'_> {
                 if let Some(sig) = funcs::sig_of(name).filter(|s| s.ret == Ty::Void) {
                     self.need_import(vmod_of(sig.name), func);
                     let (x, t) = self.sig_call(sig, func, args, e.span);
+                    if sig.func == Func::Rollback && t != Ty::Err && !self.rollback(&x, e.span) {
+                        return None;
+                    }
                     return (t != Ty::Err).then_some(Stmt::Eval(x));
                 }
                 let (x, t) = self.expr(e);
@@ -146,6 +149,31 @@ impl Lowerer<'_> {
                 Some(Stmt::Eval(x))
             }
         }
+    }
+
+    /// `std.rollback(h)`: edgecache keeps the request as received, so `req` can be rolled
+    /// back (in client subs); false after reporting any other.
+    fn rollback(&mut self, call: &Expr, span: Span) -> bool {
+        let Expr::Call(_, args) = call else { return false };
+        if !matches!(args.first(), Some(Expr::Const(Value::Str(h))) if h == "req") {
+            self.sink.push(
+                Diagnostic::new(Code::Unsupported, span, "only `std.rollback(req)` is supported")
+                    .label("bereq, resp and beresp are not kept as they were")
+                    .hint("set the fields back yourself, or restart the request"),
+            );
+            return false;
+        }
+        if !self.scope_check(
+            mask::CLIENT,
+            span,
+            "`std.rollback(req)`",
+            "allowed",
+            Code::NotAllowedHere,
+        ) {
+            return false;
+        }
+        self.init.rolls_back = true;
+        true
     }
 
     /// `std.cache_req_body(SIZE)`: the runtime buffers bodies up to the largest SIZE before

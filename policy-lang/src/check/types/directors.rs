@@ -23,6 +23,7 @@ pub(crate) struct InitCalls {
     pub adds: Vec<DirectorAdd>,
     pub shard: Vec<super::ShardCall>,
     pub req_body_limit: Option<u64>,
+    pub rolls_back: bool,
 }
 
 /// What `add_backend` adds: a backend, or another director (`d2.backend()`).

@@ -13,7 +13,7 @@ use super::Context;
 use crate::compile::Program;
 use crate::tree::{Expr, Func};
 use crate::vocab::pattern::Pattern;
-use crate::vocab::Value;
+use crate::vocab::{Scope, Value};
 
 /// What a request's vmods keep from one sub to the next (Varnish's PRIV_TASK): the cookies
 /// `cookie.parse` read, the variables `var.set` wrote. A runtime keeps one per task and lends it
@@ -39,6 +39,7 @@ impl Program {
             Func::Var(f) => var::effect(self, f, &strings, args, ctx),
             Func::Header(f) => header::effect(f, &strings, args, ctx),
             Func::Bodyaccess(f) => bodyaccess::effect(f, &strings, ctx),
+            Func::Rollback => ctx.rollback(Scope::Req),
             _ => {}
         }
     }
