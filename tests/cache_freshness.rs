@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{get, http_date_from_now, start_proxy, Origin, OriginReply};
+use support::{get, http_date_from_now, shared_clock, start_proxy, Origin, OriginReply};
 
 #[tokio::test]
 async fn max_age_is_reused_with_age() {
@@ -205,10 +205,9 @@ async fn origin_date_is_kept_and_apparent_age_counts() {
     assert_eq!(origin.requests(), 1);
 }
 
-/// Expiry has to be observed on the wall clock: the proxy reads `SystemTime`, so tokio's
-/// paused time cannot stand in. To keep it short and exact, the origin sends `max-age=2` with
-/// `Age: 1`: the object arrives with one second of freshness left whatever the sub-second
-/// offset of `Date`, so the test waits just over 1 s once.
+/// The origin sends `max-age=2` with `Age: 1`: the object arrives with one second of freshness
+/// left whatever the sub-second offset of `Date`, so moving the cache's clock just over 1 s
+/// forward expires it.
 #[tokio::test]
 async fn expired_object_is_fetched_again() {
     let origin = Origin::fixed(
@@ -217,13 +216,14 @@ async fn expired_object_is_fetched_again() {
             .header("age", "1"),
     )
     .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let clock = shared_clock(&proxy, &origin);
 
     assert_eq!(get(addr, "/short", &[]).await.cache(), "MISS");
     assert_eq!(get(addr, "/short", &[]).await.cache(), "HIT");
     assert_eq!(origin.requests(), 1);
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(Duration::from_millis(1100));
     let after = get(addr, "/short", &[]).await;
     assert_eq!(after.cache(), "MISS", "expired after its 2 s lifetime");
     assert_eq!(origin.requests(), 2);

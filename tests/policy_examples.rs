@@ -16,8 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use edgecache_runtime::Running;
-use support::{eventually_stored, http_date_from_now, send, start_proxy, Client, Origin, OriginReply};
+use edgecache_runtime::{Clock, Running};
+use support::{
+    eventually_stored, http_date_from_now, send, shared_clock, start_proxy, Client, Origin, OriginReply,
+};
 
 // === helpers ===
 
@@ -71,8 +73,8 @@ enum Step {
         method: &'static str,
         headers: &'static [(&'static str, &'static str)],
     },
-    /// Let a short freshness lifetime run out (wall time is what the cache measures).
-    Sleep(Duration),
+    /// Let a short freshness lifetime run out: the cache's clock moves forward.
+    Advance(Duration),
 }
 
 const GET: Step = Step::Send {
@@ -220,7 +222,7 @@ fn matrix() -> Vec<Case> {
         },
         Case {
             path: "/max-age-1",
-            steps: vec![GET, GET, Step::Sleep(Duration::from_millis(2100)), GET, GET],
+            steps: vec![GET, GET, Step::Advance(Duration::from_millis(2100)), GET, GET],
             expect: &["MISS", "HIT", "MISS", "HIT"],
         },
         Case {
@@ -296,12 +298,12 @@ fn matrix() -> Vec<Case> {
 /// What a client saw for each step: status, X-Cache, body.
 type Seen = Vec<(u16, String, String)>;
 
-async fn run_case(addr: SocketAddr, case: &Case) -> Seen {
+async fn run_case(addr: SocketAddr, clock: &Clock, case: &Case) -> Seen {
     let client = Client::new();
     let mut seen = Vec::new();
     for step in &case.steps {
         match *step {
-            Step::Sleep(duration) => tokio::time::sleep(duration).await,
+            Step::Advance(duration) => clock.advance(duration),
             Step::Send { method, headers } => {
                 let reply = client.send(method, addr, case.path, headers, Bytes::new()).await;
                 seen.push((reply.status.as_u16(), reply.cache().to_string(), reply.text()));
@@ -315,15 +317,21 @@ async fn run_case(addr: SocketAddr, case: &Case) -> Seen {
 async fn default_vcl_behaves_as_no_policy() {
     let plain_origin = Origin::start(matrix_reply).await;
     let vcl_origin = Origin::start(matrix_reply).await;
-    let (_plain, plain_addr) = start_proxy(plain_origin.addr, |_| {}).await;
-    let (_vcl, vcl_addr) = start_example("default.vcl", &vcl_origin).await;
+    let (plain, plain_addr) = start_proxy(plain_origin.addr, |_| {}).await;
+    let (vcl, vcl_addr) = start_example("default.vcl", &vcl_origin).await;
+    let (plain_clock, vcl_clock) = (
+        shared_clock(&plain, &plain_origin),
+        shared_clock(&vcl, &vcl_origin),
+    );
 
     let cases = matrix();
-    // Both proxies run each case at the same time (so the sleeps overlap), cases one after
-    // another.
+    // Both proxies run each case at the same time, cases one after another.
     let mut failures = Vec::new();
     for case in &cases {
-        let (plain, vcl) = tokio::join!(run_case(plain_addr, case), run_case(vcl_addr, case));
+        let (plain, vcl) = tokio::join!(
+            run_case(plain_addr, &plain_clock, case),
+            run_case(vcl_addr, &vcl_clock, case)
+        );
         let plain_count = plain_origin.requests_for(case.path);
         let vcl_count = vcl_origin.requests_for(case.path);
         let plain_states: Vec<&str> = plain.iter().map(|(_, cache, _)| cache.as_str()).collect();
@@ -587,7 +595,8 @@ async fn litespeed_test_php_is_cached_with_max_age_45() {
 #[tokio::test]
 async fn litespeed_other_urls_get_a_default_of_120s_unless_the_origin_says_otherwise() {
     let origin = Origin::start(litespeed_origin).await;
-    let (_proxy, addr) = start_example("litespeed.vcl", &origin).await;
+    let (proxy, addr) = start_example("litespeed.vcl", &origin).await;
+    let clock = shared_clock(&proxy, &origin);
     let client = Client::new();
 
     // No freshness information: cached anyway (120 s default), Cache-Control not invented.
@@ -602,7 +611,7 @@ async fn litespeed_other_urls_get_a_default_of_120s_unless_the_origin_says_other
     // The origin's own max-age wins over the default: max-age=1 expires after a second.
     assert_eq!(client.get(addr, "/short.php", &[]).await.cache(), "MISS");
     assert_eq!(client.get(addr, "/short.php", &[]).await.cache(), "HIT");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance(Duration::from_millis(2100));
     assert_eq!(client.get(addr, "/short.php", &[]).await.cache(), "MISS");
     assert_eq!(origin.requests_for("/short.php"), 2);
 
@@ -612,12 +621,13 @@ async fn litespeed_other_urls_get_a_default_of_120s_unless_the_origin_says_other
     assert_eq!(origin.requests_for("/refuse.php"), 2);
 }
 
-/// The TTLs themselves: after 46 s test.php (45 s) has expired while another URL (120 s) is
-/// still fresh. Waits 46 s of wall time: the cache measures age with the system clock.
+/// The TTLs themselves: 46 s later (on the cache's clock) test.php (45 s) has expired while
+/// another URL (120 s) is still fresh.
 #[tokio::test]
 async fn litespeed_test_php_expires_after_45s_while_others_live_120s() {
     let origin = Origin::start(litespeed_origin).await;
-    let (_proxy, addr) = start_example("litespeed.vcl", &origin).await;
+    let (proxy, addr) = start_example("litespeed.vcl", &origin).await;
+    let clock = shared_clock(&proxy, &origin);
     let client = Client::new();
 
     let test_php = client.get(addr, "/test.php", &[]).await;
@@ -627,7 +637,7 @@ async fn litespeed_test_php_expires_after_45s_while_others_live_120s() {
     assert_eq!(client.get(addr, "/test.php", &[]).await.cache(), "HIT");
     assert_eq!(client.get(addr, "/other.php", &[]).await.cache(), "HIT");
 
-    tokio::time::sleep(Duration::from_secs(46)).await;
+    clock.advance(Duration::from_secs(46));
 
     let test_php_later = client.get(addr, "/test.php", &[]).await;
     assert_eq!(test_php_later.cache(), "MISS", "45 s are over");

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use edgecache_runtime::Running;
-use support::{eventually_stored, send, start_proxy, Client, Origin, OriginReply};
+use support::{eventually_stored, send, shared_clock, start_proxy, Client, Origin, OriginReply};
 
 // === helpers ===
 
@@ -38,7 +38,7 @@ fn cacheable(request: &http::Request<Bytes>) -> OriginReply {
 #[tokio::test]
 async fn beresp_ttl_sets_a_per_url_ttl() {
     let origin = Origin::start(cacheable).await;
-    let (_proxy, addr) = start_with_policy(
+    let (proxy, addr) = start_with_policy(
         "per_url_ttl",
         r#"vcl 4.1;
 sub vcl_backend_response {
@@ -52,6 +52,7 @@ sub vcl_backend_response {
         &origin,
     )
     .await;
+    let clock = shared_clock(&proxy, &origin);
     let client = Client::new();
 
     // /short: the origin's max-age=600 is overridden by 1 s.
@@ -59,7 +60,7 @@ sub vcl_backend_response {
     assert_eq!(client.get(addr, "/short", &[]).await.cache(), "HIT");
     // /long keeps the origin's 600 s.
     assert_eq!(client.get(addr, "/long", &[]).await.cache(), "MISS");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance(Duration::from_millis(2100));
     assert_eq!(
         client.get(addr, "/short", &[]).await.cache(),
         "MISS",

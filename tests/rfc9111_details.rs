@@ -13,7 +13,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use support::{get, http_date, http_date_from_now, start_proxy, Origin, OriginReply, RawConn};
+use support::{get, http_date, http_date_from_now, shared_clock, start_proxy, Origin, OriginReply, RawConn};
 
 async fn twice(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> support::Reply {
     get(addr, path, headers).await;
@@ -113,7 +113,8 @@ async fn expires_invalid_is_stale_and_lifetime_is_expires_minus_date() {
         }
     })
     .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let clock = shared_clock(&proxy, &origin);
 
     for path in [
         "/expires/zero",
@@ -137,8 +138,8 @@ async fn expires_invalid_is_stale_and_lifetime_is_expires_minus_date() {
 
     let hit = twice(addr, "/expires/clock-ahead", &[]).await;
     assert_eq!(hit.cache(), "HIT", "one second of freshness");
-    // Wait just past the one second of freshness (Expires - Date).
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Just past the one second of freshness (Expires - Date).
+    clock.advance(Duration::from_millis(1100));
     let after = get(addr, "/expires/clock-ahead", &[]).await;
     assert_ne!(
         after.cache(),

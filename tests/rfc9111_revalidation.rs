@@ -6,8 +6,8 @@
 //! stored (§5.2.2.4, §5.2.2.7).
 //!
 //! Most tests make the object stale on arrival with `max-age=0` plus a validator (stored for
-//! revalidation, no waiting). One test watches a `max-age=1` object expire: it waits just past
-//! the one second of freshness, the only wall-clock wait in this file.
+//! revalidation, no waiting). One test watches a `max-age=1` object expire: it moves the
+//! cache's clock just past the one second of freshness.
 
 mod support;
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
-use support::{get, http_date_from_now, start_proxy, Origin, OriginReply};
+use support::{get, http_date_from_now, shared_clock, start_proxy, Origin, OriginReply};
 
 fn header<'a>(request: &'a Request<Bytes>, name: &str) -> Option<&'a str> {
     request.headers().get(name).map(|v| v.to_str().unwrap())
@@ -42,7 +42,8 @@ async fn etag_revalidation_updates_headers_and_keeps_the_body() {
         }
     })
     .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let clock = shared_clock(&proxy, &origin);
 
     let first = get(addr, "/e", &[]).await;
     assert_eq!((first.status.as_u16(), first.cache()), (200, "MISS"));
@@ -55,7 +56,7 @@ async fn etag_revalidation_updates_headers_and_keeps_the_body() {
     );
 
     // Wait just past the one second of freshness.
-    tokio::time::sleep(PAST_ONE_SECOND).await;
+    clock.advance(PAST_ONE_SECOND);
 
     let second = get(addr, "/e", &[]).await;
     assert_eq!(second.status, 200);

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{get, start_proxy, Origin, OriginReply, Reply};
+use support::{get, shared_clock, start_proxy, Origin, OriginReply, Reply};
 
 /// Longer than a `max-age=1` lifetime: the origin's `Date` has whole seconds, so an object
 /// arrives with under a second of apparent age.
@@ -56,11 +56,12 @@ async fn stale_while_revalidate_answers_at_once_and_refreshes_once() {
         }
     })
     .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let clock = shared_clock(&proxy, &origin);
 
     assert_eq!(get(addr, "/swr", &[]).await.body, "v1");
     // Wait just past the one second of freshness.
-    tokio::time::sleep(PAST_ONE_SECOND).await;
+    clock.advance(PAST_ONE_SECOND);
 
     let replies = support::concurrently(8, |_| get(addr, "/swr", &[])).await;
     for reply in &replies {
@@ -168,13 +169,14 @@ fn object_origin() -> impl Fn(&http::Request<bytes::Bytes>) -> OriginReply + Sen
 #[tokio::test]
 async fn origin_down_serves_stale_unless_forbidden() {
     let origin = Origin::start(object_origin()).await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let clock = shared_clock(&proxy, &origin);
     for (path, _, _) in OBJECTS {
         assert_eq!(get(addr, path, &[]).await.cache(), "MISS", "{path}");
     }
     origin.stop().await;
     // Wait just past the one second of freshness.
-    tokio::time::sleep(PAST_ONE_SECOND).await;
+    clock.advance(PAST_ONE_SECOND);
 
     for &(path, _, stale_ok) in OBJECTS {
         let reply = get(addr, path, &[]).await;
@@ -192,13 +194,14 @@ async fn origin_down_serves_stale_unless_forbidden() {
 #[tokio::test]
 async fn zero_grace_serves_stale_only_with_stale_if_error() {
     let origin = Origin::start(object_origin()).await;
-    let (_proxy, addr) = start_proxy(origin.addr, |config| config.grace = Duration::ZERO).await;
+    let (proxy, addr) = start_proxy(origin.addr, |config| config.grace = Duration::ZERO).await;
+    let clock = shared_clock(&proxy, &origin);
     for path in ["/sie", "/grace"] {
         get(addr, path, &[]).await;
     }
     origin.stop().await;
     // Wait just past the one second of freshness.
-    tokio::time::sleep(PAST_ONE_SECOND).await;
+    clock.advance(PAST_ONE_SECOND);
 
     let sie = get(addr, "/sie", &[]).await;
     assert_eq!((sie.status.as_u16(), sie.cache()), (200, "STALE"));
@@ -276,13 +279,14 @@ async fn stale_while_revalidate_is_not_used_when_the_response_forbids_stale() {
         OriginReply::ok(format!("v{n}")).cache_control(cache_control)
     })
     .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+    let clock = shared_clock(&proxy, &origin);
     let paths = ["/mr", "/pr", "/sm"];
     for path in paths {
         get(addr, path, &[]).await;
     }
     // Wait just past the one second of freshness.
-    tokio::time::sleep(PAST_ONE_SECOND).await;
+    clock.advance(PAST_ONE_SECOND);
     for path in paths {
         let reply = get(addr, path, &[]).await;
         assert_ne!(reply.cache(), "STALE", "{path}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use edgecache_runtime::Running;
 use reload_support::{admin, admin_json};
-use support::{start_proxy, CapturedLog, Client, Origin, OriginReply};
+use support::{shared_clock, start_proxy, CapturedLog, Client, Origin, OriginReply};
 
 /// edgecache running `policy` (VCL text) in front of `origin`.
 async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
@@ -36,7 +36,7 @@ async fn pass_with_duration_makes_the_key_hit_for_pass_for_that_long() {
         }
     })
     .await;
-    let (_proxy, addr) = start_with_policy(
+    let (proxy, addr) = start_with_policy(
         "hit_for_pass",
         r#"vcl 4.1;
 sub vcl_backend_response {
@@ -52,6 +52,7 @@ sub vcl_deliver {
         &origin,
     )
     .await;
+    let clock = shared_clock(&proxy, &origin);
     let client = Client::new();
 
     let first = client.get(addr, "/page", &[]).await;
@@ -69,8 +70,8 @@ sub vcl_deliver {
     }
     assert_eq!(origin.requests_for("/page"), 3);
 
-    // The mark's duration is what this test is about: wait it out.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The mark's duration is what this test is about: let it run out.
+    clock.advance(Duration::from_millis(1100));
     let refetched = client.get(addr, "/page", &[]).await;
     assert_eq!((refetched.cache(), refetched.text().as_str()), ("MISS", "#3"));
     assert_eq!(refetched.header("x-hitpass"), Some("false"));

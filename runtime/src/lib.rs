@@ -41,6 +41,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use cache::clock::Clock;
 pub use config::{Config, ConfigError};
 pub use reload::{ReloadFailure, ReloadStatus, Trigger};
 
@@ -116,6 +117,12 @@ impl Running {
             bytes: self.shared.cache.store.weighted_size(),
             keys: self.shared.cache.store.entry_count(),
         }
+    }
+
+    /// The clock the cache reads: tests move it forward to age stored objects instead of
+    /// sleeping.
+    pub fn clock(&self) -> Clock {
+        self.shared.cache.clock.clone()
     }
 
     /// The configuration version serving new requests.

@@ -3,8 +3,9 @@
 //!
 //! Shaped after linkerd's `app/integration` harness: everything binds `127.0.0.1:0` and hands
 //! back its bound address, the origin counts what it receives and logs the request heads, and
-//! tests synchronise on those signals, never on sleeps. The few places that must wait for wall
-//! time (freshness expiry) or poll (the store filling after the client saw the last byte) say why.
+//! tests synchronise on those signals, never on sleeps. Objects age by moving the proxy's clock
+//! forward ([`shared_clock`]); the few places that poll (the store filling after the client saw
+//! the last byte) say why.
 //!
 //! Each test file declares `mod support;`, so not every helper is used by every file.
 #![allow(dead_code)]
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use edgecache_runtime::{Config, Running};
+use edgecache_runtime::{Clock, Config, Running};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::combinators::BoxBody;
@@ -172,6 +173,8 @@ struct OriginState {
     log: Mutex<Vec<Seen>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Set by [`Origin::date_by`]: the clock that dates the responses.
+    clock: Mutex<Option<Clock>>,
     /// Set by [`Origin::count_only`]: keep the total, not the log or the per-target counts.
     count_only: std::sync::atomic::AtomicBool,
 }
@@ -343,6 +346,13 @@ impl Origin {
         }
     }
 
+    /// Dates every response without a `Date` of its own by `clock` (the proxy's, see
+    /// [`shared_clock`]), so that moving the clock forward moves the origin's time with the
+    /// cache's: a response fetched after the move is not taken for an old one.
+    pub fn date_by(&self, clock: &Clock) {
+        *self.state.clock.lock().unwrap() = Some(clock.clone());
+    }
+
     /// From now on keeps only the total count: for tests that send so many requests that the
     /// log would weigh in their memory measurements.
     pub fn count_only(&self) {
@@ -443,6 +453,11 @@ async fn answer(
     let mut response = Response::new(body);
     *response.status_mut() = reply.status;
     *response.headers_mut() = reply.headers;
+    if let Some(clock) = state.clock.lock().unwrap().as_ref() {
+        if let Ok(date) = HeaderValue::from_str(&http_date(clock.now())) {
+            response.headers_mut().entry(http::header::DATE).or_insert(date);
+        }
+    }
     response
 }
 
@@ -519,6 +534,14 @@ pub async fn start_proxy(backend: SocketAddr, tweak: impl FnOnce(&mut Config)) -
 pub async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
     let path = write_policy(name, policy);
     start_proxy(origin.addr, |config| config.policy = Some(path)).await
+}
+
+/// The clock `running` reads, with `origin` dating its responses by it: a test moves it forward
+/// (`advance`) to age what is stored instead of sleeping.
+pub fn shared_clock(running: &Running, origin: &Origin) -> Clock {
+    let clock = running.clock();
+    origin.date_by(&clock);
+    clock
 }
 
 /// Waits until the store holds at least `keys` primary keys.

@@ -27,7 +27,7 @@ pub const EVERY: Duration = Duration::from_secs(30);
 
 /// Trims the ban list now; returns how many bans are kept.
 pub(crate) fn trim(cache: &SharedCache) -> usize {
-    let now = SystemTime::now();
+    let now = cache.clock.now();
     let young = now.checked_sub(MIN_AGE).unwrap_or(SystemTime::UNIX_EPOCH);
     let cutoff = match oldest_stored(cache) {
         Some(oldest) => oldest.min(young),

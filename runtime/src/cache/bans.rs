@@ -44,11 +44,10 @@ pub(crate) struct BanList {
 }
 
 impl BanList {
-    /// Adds a ban on the objects stored before now.
-    pub fn add(&self, expr: BanExpr) {
+    /// Adds a ban on the objects stored before `now`.
+    pub fn add(&self, expr: BanExpr, now: SystemTime) {
         let mut bans = self.bans.write();
         // Never before the previous ban, whatever the clock does, so the list stays sorted.
-        let now = SystemTime::now();
         let since = bans.list.last().map_or(now, |last| last.since.max(now));
         bans.newest += 1;
         let seq = bans.newest;

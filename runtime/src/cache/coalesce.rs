@@ -17,12 +17,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::body::SharedBody;
+use super::clock::Clock;
 use super::key::CacheKey;
 use super::object::ObjectHead;
 use super::rules::vary::VaryRule;
@@ -54,22 +55,33 @@ struct InFlight {
 #[derive(Clone)]
 pub struct Coalescer {
     in_flight: Arc<InFlight>,
-    hit_for_pass: moka::sync::Cache<CacheKey, ()>,
-    /// Pass-only keys, each with its own lifetime (the value).
-    pass_only: moka::sync::Cache<CacheKey, Duration>,
+    /// Hit-for-pass keys, each with when its mark ends by `clock`.
+    hit_for_pass: moka::sync::Cache<CacheKey, SystemTime>,
+    /// Pass-only keys, each with its own lifetime.
+    pass_only: moka::sync::Cache<CacheKey, PassOnly>,
+    hit_for_pass_ttl: Duration,
+    /// What decides that a mark ended; moka's own expiry (in real time, never sooner) only
+    /// frees the memory.
+    clock: Clock,
+}
+
+#[derive(Clone, Copy)]
+struct PassOnly {
+    ttl: Duration,
+    until: SystemTime,
 }
 
 /// Each pass-only mark lives as long as the policy said.
 struct OwnLifetime;
 
-impl moka::Expiry<CacheKey, Duration> for OwnLifetime {
+impl moka::Expiry<CacheKey, PassOnly> for OwnLifetime {
     fn expire_after_create(
         &self,
         _key: &CacheKey,
-        ttl: &Duration,
+        mark: &PassOnly,
         _now: std::time::Instant,
     ) -> Option<Duration> {
-        Some(*ttl)
+        Some(mark.ttl)
     }
 }
 
@@ -80,8 +92,8 @@ pub enum Join {
 }
 
 impl Coalescer {
-    /// `hit_for_pass_ttl`: how long an uncacheable key skips coalescing.
-    pub fn new(hit_for_pass_ttl: Duration) -> Coalescer {
+    /// `hit_for_pass_ttl`: how long an uncacheable key skips coalescing, by `clock`.
+    pub fn new(hit_for_pass_ttl: Duration, clock: Clock) -> Coalescer {
         let hit_for_pass = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(hit_for_pass_ttl.max(Duration::from_millis(1)))
@@ -94,6 +106,8 @@ impl Coalescer {
             in_flight: Arc::default(),
             hit_for_pass,
             pass_only,
+            hit_for_pass_ttl,
+            clock,
         }
     }
 
@@ -115,12 +129,15 @@ impl Coalescer {
 
     /// Whether `key` was recently found uncacheable.
     pub fn is_hit_for_pass(&self, key: &CacheKey) -> bool {
-        self.hit_for_pass.contains_key(key)
+        self.hit_for_pass
+            .get(key)
+            .is_some_and(|until| until > self.clock.now())
     }
 
     /// Remembers `key` as uncacheable.
     pub fn mark_hit_for_pass(&self, key: CacheKey) {
-        self.hit_for_pass.insert(key, ());
+        self.hit_for_pass
+            .insert(key, self.clock.now() + self.hit_for_pass_ttl);
     }
 
     /// Forgets a hit-for-pass mark (the key turned cacheable, or was purged), and a pass-only
@@ -133,13 +150,16 @@ impl Coalescer {
     /// Makes every request for `key` pass for `ttl` (a zero `ttl` marks nothing).
     pub fn mark_pass_only(&self, key: CacheKey, ttl: Duration) {
         if !ttl.is_zero() {
-            self.pass_only.insert(key, ttl);
+            let until = self.clock.now() + ttl;
+            self.pass_only.insert(key, PassOnly { ttl, until });
         }
     }
 
     /// Whether `key` is pass-only (the policy's hit-for-pass).
     pub fn is_pass_only(&self, key: &CacheKey) -> bool {
-        self.pass_only.contains_key(key)
+        self.pass_only
+            .get(key)
+            .is_some_and(|mark| mark.until > self.clock.now())
     }
 }
 

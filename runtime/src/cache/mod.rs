@@ -16,6 +16,7 @@ use policy_lang::BanExpr;
 use crate::config::Config;
 use crate::telemetry::Stats;
 use bans::BanList;
+use clock::Clock;
 use coalesce::Coalescer;
 use key::CacheKey;
 use object::CachedObject;
@@ -23,6 +24,7 @@ use store::Store;
 
 mod bans;
 pub(crate) mod body;
+pub mod clock;
 pub(crate) mod coalesce;
 pub(crate) mod fill;
 pub(crate) mod key;
@@ -38,15 +40,19 @@ pub(crate) struct SharedCache {
     pub store: Store,
     pub coalescer: Coalescer,
     bans: Arc<BanList>,
+    /// The time every cache decision reads (see [`Clock`]).
+    pub clock: Clock,
 }
 
 impl SharedCache {
     /// An empty cache sized by `--cache-size`, counting evictions in `stats`.
     pub fn new(config: &Config, stats: Arc<Stats>) -> SharedCache {
+        let clock = Clock::default();
         SharedCache {
             store: Store::new(config.cache_size, config.cache_admission, stats),
-            coalescer: Coalescer::new(config.hit_for_pass_ttl),
+            coalescer: Coalescer::new(config.hit_for_pass_ttl, clock.clone()),
             bans: Arc::default(),
+            clock,
         }
     }
 
@@ -59,7 +65,7 @@ impl SharedCache {
     /// Adds a ban: objects stored before now that match are dropped at their next lookup.
     pub fn ban(&self, expr: BanExpr) {
         tracing::info!(ban = expr.as_str(), "ban added");
-        self.bans.add(expr);
+        self.bans.add(expr, self.clock.now());
     }
 
     /// Drops the bans added before `cutoff` and returns how many are kept. A ban only applies

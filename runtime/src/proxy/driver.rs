@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
@@ -232,7 +231,7 @@ async fn lookup(
         }
     }
     for _ in 0..MAX_LOOKUPS {
-        let now = SystemTime::now();
+        let now = shared.cache.clock.now();
         let mut stored = shared.cache.store.lookup(&key, &request.headers);
         if stored
             .as_ref()
@@ -320,7 +319,7 @@ async fn lookup(
                         .then(|| body.reader())
                         .flatten();
                     if let Some(reader) = reader {
-                        let now = SystemTime::now();
+                        let now = shared.cache.clock.now();
                         let response =
                             respond::from_head(&head, reader, &request.method, &request.headers, now);
                         return Ok((response, CacheState::Hit));
@@ -456,7 +455,7 @@ async fn vcl_route(
     if let Some(limit) = program.req_body_limit() {
         cache_req_body(&mut parts, &mut body, had_body, limit, shared.body_timeout).await;
     }
-    let mut session = ClientSession::new(parts, client, version, xid);
+    let mut session = ClientSession::new(parts, client, version, xid, shared.cache.clock.clone());
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
             session.run_recv(program).await

@@ -82,7 +82,7 @@ fn stale_on_error<'a>(
     let grant = stale::may_serve_stale(
         StaleSituation::OriginError,
         head.ttl,
-        head.age_at(SystemTime::now()),
+        head.age_at(shared.cache.clock.now()),
         &head.directives,
         &wanted,
         head.grace,
@@ -133,7 +133,7 @@ fn answer(
     request: &Parts,
 ) -> (Response<ProxyBody>, CacheState) {
     let (method, request_headers) = (&request.method, &request.headers);
-    let now = SystemTime::now();
+    let now = shared.cache.clock.now();
     match delivery {
         Delivery::Stored { head, body } => {
             let response = respond::from_head(&head, body, method, request_headers, now);
@@ -184,7 +184,7 @@ pub(super) async fn hit_for_pass(
     let mut bereq = bereq::hit_for_pass(request, route.client.ip());
     let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, false);
     loop {
-        let request_time = SystemTime::now();
+        let request_time = shared.cache.clock.now();
         let response = match attempts.send(&mut backend, bereq).await {
             Ok(response) => response,
             Err(failed) => return (failure(failed), CacheState::Miss),
@@ -353,7 +353,7 @@ impl FetchTask {
         request_time: SystemTime,
         attempts: &mut Attempts<'_>,
     ) -> Settled {
-        let response_time = SystemTime::now();
+        let response_time = self.shared.cache.clock.now();
         let (mut parts, body) = response.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers);
         let confirmed = self
@@ -444,7 +444,7 @@ impl FetchTask {
         attempts: &mut Attempts<'_>,
         bereq: Request<OutgoingBody>,
     ) -> Result<(Response<TimedBody>, SystemTime), FetchFailure> {
-        let request_time = SystemTime::now();
+        let request_time = self.shared.cache.clock.now();
         let response = attempts.send(&mut self.backend, bereq).await?;
         let unmatched_304 = response.status() == StatusCode::NOT_MODIFIED
             && self
@@ -456,7 +456,7 @@ impl FetchTask {
         }
         // RFC 9111 §4.3.3: a 304 that selects no stored response; ask again without
         // conditions rather than relay a 304 to a client that did not ask for one.
-        let request_time = SystemTime::now();
+        let request_time = self.shared.cache.clock.now();
         let response = self
             .backend
             .send(bereq::fill(&self.request, self.client, None))

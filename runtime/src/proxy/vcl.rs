@@ -19,6 +19,7 @@ use policy_lang::{
 use super::plugins::PluginCalls;
 use super::{ClientTls, Proxied};
 use crate::backend::ConnectionAddresses;
+use crate::cache::clock::Clock;
 use crate::cache::object::CachedObject;
 
 /// Transaction ids for `req.xid` / `bereq.xid` and the access log (Varnish numbers its
@@ -255,15 +256,18 @@ pub(super) struct ClientSession {
     /// What `cookie.*` and `var.*` keep from `vcl_recv` to `vcl_deliver` / `vcl_synth` (the
     /// client task, restarts included, as in Varnish).
     task: Task,
+    /// `now`, `obj.age` and `obj.ttl`: the cache's time.
+    clock: Clock,
 }
 
 impl ClientSession {
-    /// `xid`: the request's id, which its access-log line shows too.
+    /// `xid`: the request's id, which its access-log line shows too; `clock`: the cache's.
     pub fn new(
         req: Parts,
         client: SocketAddr,
         version: &Arc<crate::version::Version>,
         xid: i64,
+        clock: Clock,
     ) -> ClientSession {
         let backend_hint = version
             .policy
@@ -290,6 +294,7 @@ impl ClientSession {
             bereq: None,
             version: version.clone(),
             task: Task::default(),
+            clock,
         }
     }
 }
@@ -406,11 +411,11 @@ impl Context for ClientSession {
                 .as_ref()
                 .map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
             Var::ObjTtl => self.obj.as_ref().map_or(Value::Unset, |o| {
-                let age = o.head.age_at(std::time::SystemTime::now());
+                let age = o.head.age_at(self.clock.now());
                 Value::Duration(o.head.ttl.as_secs_f64() - age.as_secs_f64())
             }),
             Var::ObjAge => self.obj.as_ref().map_or(Value::Unset, |o| {
-                Value::Duration(o.head.age_at(std::time::SystemTime::now()).as_secs_f64())
+                Value::Duration(o.head.age_at(self.clock.now()).as_secs_f64())
             }),
             Var::RespStatus => self
                 .resp
@@ -420,7 +425,8 @@ impl Context for ClientSession {
                 Value::str(r.reason.as_deref().or(r.status.canonical_reason()).unwrap_or(""))
             }),
             Var::Now => Value::Time(
-                std::time::SystemTime::now()
+                self.clock
+                    .now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64()),
             ),

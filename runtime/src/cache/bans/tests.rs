@@ -25,7 +25,10 @@ fn object(url: &str, response_time: SystemTime) -> CachedObject {
 }
 
 fn ban(bans: &BanList, expr: &str) {
-    bans.add(policy_lang::parse_ban(expr).expect("a valid ban"));
+    bans.add(
+        policy_lang::parse_ban(expr).expect("a valid ban"),
+        SystemTime::now(),
+    );
 }
 
 #[test]
