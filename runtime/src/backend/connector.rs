@@ -1,7 +1,7 @@
 //! Opening origin connections: TCP (hyper-util's `HttpConnector`, with the connect timeout),
 //! then the PROXY header when the backend has `.proxy_header`, then the TLS handshake when it
 //! has `.ssl` (the PROXY header goes first, in the clear, as HAProxy's `accept-proxy` and
-//! nginx's `proxy_protocol` expect it). The pooled client calls [`OriginConnector`]; probes
+//! nginx's `proxy_protocol` expect it). The pool calls [`OriginConnector`]; probes
 //! and pipes call [`OriginConnector::connect_tcp`] and [`OriginConnector::open`]. Every
 //! connection goes to the backend's current [`Addresses`], never to a lookup of its own.
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Uri;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
@@ -112,15 +112,6 @@ impl tower_service::Service<Uri> for OriginConnector {
 pub(super) enum OriginStream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
-}
-
-impl Connection for OriginStream {
-    fn connected(&self) -> Connected {
-        match self {
-            OriginStream::Plain(tcp) => tcp.connected(),
-            OriginStream::Tls(tls) => tls.get_ref().0.connected(),
-        }
-    }
 }
 
 impl AsyncRead for OriginStream {

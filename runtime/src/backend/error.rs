@@ -69,8 +69,12 @@ impl BackendError {
     }
 
     /// Classifies an error of the pooled client.
-    pub(super) fn from_client(backend: &Backend, error: hyper_util::client::legacy::Error) -> BackendError {
-        BackendError::classify(backend, &error, error.is_connect())
+    /// Classifies an error of the pool: opening a connection, or the exchange on one.
+    pub(super) fn from_send(backend: &Backend, error: super::pool::SendError) -> BackendError {
+        match error {
+            super::pool::SendError::Connect(error) => BackendError::classify(backend, &*error, true),
+            super::pool::SendError::Exchange(error) => BackendError::classify(backend, &error, false),
+        }
     }
 
     /// Classifies an error of an exchange on a connection already open (a pipe's).

@@ -1,8 +1,8 @@
-//! Origins: pooled keep-alive HTTP/1.1 connections with connect, first-byte and between-bytes
-//! timeouts, in-flight accounting with `.max_connections`, and health probes; over TLS with
-//! `.ssl` ([`tls`]), and starting with a PROXY header with `.proxy_header` ([`proxy_header`]:
-//! such connections carry one client's address, so, as in Varnish, each serves one request
-//! and is closed, never pooled).
+//! Origins: pooled keep-alive HTTP/1.1 connections ([`pool`]) with connect, first-byte and
+//! between-bytes timeouts, in-flight accounting with `.max_connections`, and health probes; over
+//! TLS with `.ssl` ([`tls`]), and starting with a PROXY header with `.proxy_header`
+//! ([`proxy_header`]: such connections carry one client's address, so, as in Varnish, each serves
+//! one request and is closed, never pooled).
 //!
 //! A [`Backend`] sends one request and returns the response head with a body that enforces the
 //! between-bytes timeout and keeps the request counted in [`Backend::in_flight`] until the body
@@ -19,6 +19,7 @@ mod connector;
 mod error;
 mod health;
 mod pipe;
+mod pool;
 mod probe;
 mod proxy_header;
 mod request_body;
@@ -28,14 +29,12 @@ mod tls;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 use crate::cache::body::BoxError;
 use crate::config::BackendTimeouts;
@@ -49,6 +48,7 @@ pub use error::{BackendError, FailureKind, Stage};
 use health::Health;
 pub use health::HealthReport;
 pub use pipe::Piped;
+use pool::Pool;
 pub use proxy_header::ConnectionAddresses;
 pub use request_body::ClientBody;
 pub use timed_body::TimedBody;
@@ -80,18 +80,10 @@ pub struct BackendOptions {
 /// How requests get a connection.
 enum Connections {
     /// A keep-alive pool; a new one when the backend's name resolves to new addresses.
-    Pooled(Arc<ArcSwap<PooledClient>>),
+    Pooled(Arc<ArcSwap<Pool>>),
     /// `.proxy_header`: a new connection for each request, starting with a PROXY header of
     /// this version naming the request's client.
     OnePerRequest { proxy_header: u8 },
-}
-
-type PooledClient = Client<OriginConnector, OutgoingBody>;
-
-fn pooled_client(connector: &OriginConnector) -> PooledClient {
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .build(connector.clone())
 }
 
 /// One origin server. Clones share the connection pool, counters and health; the probe task
@@ -109,6 +101,11 @@ struct Inner {
     connections: Connections,
     /// `options.host_header`, parsed once.
     host_header: Option<HeaderValue>,
+    /// `http://host:port/`: what connections are opened to.
+    target: Uri,
+    /// The `Host` of requests that have none without a `.host_header`: the address, without
+    /// the port when it is 80 (as hyper-util's client wrote it).
+    default_host: HeaderValue,
     stats: Arc<BackendStats>,
     /// With a probe: its state, and the task feeding it (aborted when this is dropped).
     health: Option<(Arc<Health>, probe::Prober)>,
@@ -169,6 +166,11 @@ impl Backend {
                 })
             })
             .transpose()?;
+        let default_host = match authority.port_u16() {
+            Some(80) => authority.host(),
+            _ => authority.as_str(),
+        };
+        let default_host = HeaderValue::from_str(default_host).expect("an authority is a valid Host value");
         let server_name = options
             .host_header
             .clone()
@@ -180,9 +182,18 @@ impl Backend {
             .transpose()
             .map_err(|error| format!("TLS: {error}"))?;
         let connector = OriginConnector::new(name, addresses.clone(), options.timeouts.connect, tls);
+        let target = Uri::builder()
+            .scheme("http")
+            .authority(authority.clone())
+            .path_and_query("/")
+            .build()
+            .expect("scheme, authority and path were each valid");
         let connections = match options.proxy_header {
             Some(proxy_header) => Connections::OnePerRequest { proxy_header },
-            None => Connections::Pooled(Arc::new(ArcSwap::from_pointee(pooled_client(&connector)))),
+            None => Connections::Pooled(Arc::new(ArcSwap::from_pointee(Pool::new(
+                connector.clone(),
+                target.clone(),
+            )))),
         };
         let refresher = match (
             &connections,
@@ -192,13 +203,15 @@ impl Backend {
             (connections, Some(_), Ok(runtime)) => {
                 // Idle connections to addresses that went away must not be reused.
                 let pool = match connections {
-                    Connections::Pooled(pool) => Some((Arc::downgrade(pool), connector.clone())),
+                    Connections::Pooled(pool) => {
+                        Some((Arc::downgrade(pool), connector.clone(), target.clone()))
+                    }
                     Connections::OnePerRequest { .. } => None,
                 };
                 let renew = move || {
-                    if let Some((pool, connector)) = &pool {
+                    if let Some((pool, connector, target)) = &pool {
                         if let Some(pool) = pool.upgrade() {
-                            pool.store(Arc::new(pooled_client(connector)));
+                            pool.store(Arc::new(Pool::new(connector.clone(), target.clone())));
                         }
                     }
                 };
@@ -243,6 +256,8 @@ impl Backend {
                 connector,
                 connections,
                 host_header,
+                default_host,
+                target,
                 stats,
                 health,
                 addresses,
@@ -319,20 +334,16 @@ impl Backend {
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        *request.uri_mut() = Uri::builder()
-            .scheme("http")
-            .authority(self.inner.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .expect("scheme, authority and path were each valid");
+        *request.uri_mut() = Uri::from(path_and_query);
         *request.version_mut() = http::Version::HTTP_11;
         frame_as_sent(&mut request);
         let inner = &*self.inner;
-        if let Some(host) = &inner.host_header {
-            request
-                .headers_mut()
-                .entry(http::header::HOST)
-                .or_insert_with(|| host.clone());
+        if !request.headers().contains_key(http::header::HOST) {
+            let host = inner
+                .host_header
+                .clone()
+                .unwrap_or_else(|| inner.default_host.clone());
+            request.headers_mut().insert(http::header::HOST, host);
         }
         let in_flight = match InFlight::try_enter(&inner.stats, inner.options.max_connections) {
             Ok(in_flight) => in_flight,
@@ -344,28 +355,26 @@ impl Backend {
         };
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
-        let unpooled;
-        let pooled;
-        let client = match &inner.connections {
-            Connections::Pooled(pool) => {
-                pooled = pool.load_full();
-                &*pooled
-            }
-            Connections::OnePerRequest { proxy_header } => {
-                let header = proxy_header::encode(*proxy_header, request.extensions().get());
-                // Keeps no idle connection: the one it opens closes after this exchange.
-                unpooled = Client::builder(TokioExecutor::new())
-                    .pool_max_idle_per_host(0)
-                    .build(inner.connector.with_proxy_header(header));
-                &unpooled
+        let exchange = async {
+            match &inner.connections {
+                Connections::Pooled(pool) => {
+                    let (response, connection) = pool.load_full().send(request).await?;
+                    Ok::<_, pool::SendError>((response, Some(connection)))
+                }
+                Connections::OnePerRequest { proxy_header } => {
+                    let header = proxy_header::encode(*proxy_header, request.extensions().get());
+                    let connector = inner.connector.with_proxy_header(header);
+                    Ok((pool::send_once(&connector, &inner.target, request).await?, None))
+                }
             }
         };
         // On failure `in_flight` is dropped on return; on success it moves into the body.
-        let outcome = tokio::time::timeout(budget, client.request(request)).await;
-        let response =
-            self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_client(self, error))))?;
+        let outcome = tokio::time::timeout(budget, exchange).await;
+        let (response, connection) =
+            self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_send(self, error))))?;
         let between_bytes = inner.options.timeouts.between_bytes;
-        Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
+        Ok(response
+            .map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight, connection)))
     }
 }
 

@@ -42,7 +42,7 @@ impl Piped {
             between_bytes,
             backend,
         } = self;
-        response.map(|body| TimedBody::new(body, between_bytes, backend, in_flight))
+        response.map(|body| TimedBody::new(body, between_bytes, backend, in_flight, None))
     }
 
     /// A `101 Switching Protocols`: its head, and the connection once hyper hands it over.

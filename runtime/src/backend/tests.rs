@@ -35,7 +35,7 @@ fn probe_decl(window: u32, threshold: u32, initial: u32) -> ProbeDecl {
     }
 }
 
-fn options(max_connections: Option<u32>, probe: Option<ProbeDecl>) -> BackendOptions {
+pub(super) fn options(max_connections: Option<u32>, probe: Option<ProbeDecl>) -> BackendOptions {
     BackendOptions {
         timeouts: BackendTimeouts {
             connect: Duration::from_secs(1),
@@ -51,7 +51,7 @@ fn options(max_connections: Option<u32>, probe: Option<ProbeDecl>) -> BackendOpt
     }
 }
 
-fn get(path: &str) -> http::Request<OutgoingBody> {
+pub(super) fn get(path: &str) -> http::Request<OutgoingBody> {
     let body = Empty::<Bytes>::new()
         .map_err(|never| match never {})
         .boxed_unsync();
@@ -70,7 +70,7 @@ async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 }
 
 /// Reads one request head (up to the blank line).
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
+pub(super) async fn read_head(stream: &mut TcpStream) -> Option<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

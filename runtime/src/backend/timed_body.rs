@@ -10,6 +10,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::admission::InFlight;
+use super::pool::Reusable;
 use super::silence::Silence;
 use crate::cache::body::BoxError;
 
@@ -20,15 +21,31 @@ pub struct TimedBody {
     backend: String,
     /// Released at the end of the body, on its first error, or when it is dropped.
     in_flight: Option<InFlight>,
+    /// A pooled connection, given back when the body ends cleanly (dropped with it otherwise:
+    /// a connection with an unread body cannot carry the next request).
+    connection: Option<Reusable>,
 }
 
 impl TimedBody {
-    pub(super) fn new(inner: Incoming, limit: Duration, backend: String, in_flight: InFlight) -> TimedBody {
+    pub(super) fn new(
+        inner: Incoming,
+        limit: Duration,
+        backend: String,
+        in_flight: InFlight,
+        mut connection: Option<Reusable>,
+    ) -> TimedBody {
+        // No body (HEAD, 204, 304): nothing will poll for its end.
+        if inner.is_end_stream() {
+            if let Some(connection) = connection.take() {
+                connection.give_back();
+            }
+        }
         TimedBody {
             inner,
             silence: Silence::new(limit),
             backend,
             in_flight: Some(in_flight),
+            connection,
         }
     }
 }
@@ -44,9 +61,16 @@ impl Body for TimedBody {
         let this = &mut *self;
         match ready!(this.silence.poll_frame(&mut this.inner, cx)) {
             Ok(frame) => {
-                let finished = !matches!(frame, Some(Ok(_))) || this.inner.is_end_stream();
-                if finished {
+                let clean_end =
+                    frame.is_none() || (matches!(frame, Some(Ok(_))) && this.inner.is_end_stream());
+                if clean_end {
+                    if let Some(connection) = this.connection.take() {
+                        connection.give_back();
+                    }
+                }
+                if clean_end || matches!(frame, Some(Err(_))) {
                     this.in_flight = None;
+                    this.connection = None;
                 }
                 Poll::Ready(frame.map(|f| {
                     f.map_err(|error| format!("backend {}: body broken: {error}", this.backend).into())
