@@ -280,10 +280,14 @@ struct ServeArgs {
     /// timer) before the request fails as the plugin's .on_error says. Default 30s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     plugin_pause_timeout: Option<Duration>,
-    /// Targeted cache-control field (RFC 9213) that overrides Cache-Control here and is not
-    /// forwarded; "" disables. Default CDN-Cache-Control.
+    /// Targeted cache-control field (RFC 9213) that overrides Cache-Control here; "" disables.
+    /// Default CDN-Cache-Control.
     #[arg(long, value_name = "NAME")]
     targeted_cache_control: Option<String>,
+    /// Remove the targeted cache-control field from responses to clients (by default it is
+    /// forwarded, for downstream caches of the same CDN tier; RFC 9213).
+    #[arg(long)]
+    strip_targeted_cache_control: bool,
     /// Access log format: compact, json, ncsa (alias combined: varnishncsa's default, Apache's
     /// combined format, on stdout or --access-log), or a varnishncsa format string such as
     /// '%h %t "%r" %s %b %{Varnish:handling}x %D'. Default compact.
@@ -444,6 +448,7 @@ impl ServeArgs {
                 .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
         );
         config.ignore_request_cache_control |= self.ignore_request_cache_control;
+        config.strip_targeted_cache_control |= self.strip_targeted_cache_control;
         if let Some(name) = self.targeted_cache_control {
             config.targeted_cache_control = match name.as_str() {
                 "" => None,

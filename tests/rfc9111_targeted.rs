@@ -1,5 +1,6 @@
 //! Targeted cache control (RFC 9213): `CDN-Cache-Control` takes precedence over
-//! `Cache-Control` for this cache and is not forwarded to clients; its name is configurable
+//! `Cache-Control` for this cache and is forwarded to clients, for the downstream caches of
+//! the same tier (`--strip-targeted-cache-control` removes it); its name is configurable
 //! (`targeted_cache_control`, `--targeted-cache-control`), and it can be disabled.
 
 mod support;
@@ -37,12 +38,16 @@ fn targeted_origin() -> impl Fn(&http::Request<bytes::Bytes>) -> OriginReply + S
 }
 
 #[tokio::test]
-async fn cdn_cache_control_overrides_cache_control_and_is_not_forwarded() {
+async fn cdn_cache_control_overrides_cache_control_and_is_forwarded() {
     let origin = Origin::start(targeted_origin()).await;
     let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
     let first = get(addr, "/cdn-stores", &[]).await;
-    assert_eq!(first.header("cdn-cache-control"), None, "not forwarded on a miss");
+    assert_eq!(
+        first.header("cdn-cache-control"),
+        Some("max-age=60"),
+        "forwarded on a miss, for the next cache of the tier"
+    );
     assert_eq!(
         first.header("cache-control"),
         Some("no-store"),
@@ -57,8 +62,8 @@ async fn cdn_cache_control_overrides_cache_control_and_is_not_forwarded() {
     );
     assert_eq!(
         second.header("cdn-cache-control"),
-        None,
-        "not delivered from the cache"
+        Some("max-age=60"),
+        "stored with the object and delivered from the cache"
     );
     assert_eq!(second.header("cache-control"), Some("no-store"));
     assert_eq!(origin.requests_for("/cdn-stores"), 1);
@@ -66,7 +71,11 @@ async fn cdn_cache_control_overrides_cache_control_and_is_not_forwarded() {
     for n in 1..=2 {
         let reply = get(addr, "/cdn-forbids", &[]).await;
         assert_ne!(reply.cache(), "HIT");
-        assert_eq!(reply.header("cdn-cache-control"), None, "not forwarded on a pass");
+        assert_eq!(
+            reply.header("cdn-cache-control"),
+            Some("no-store"),
+            "forwarded on a pass"
+        );
         assert_eq!(reply.header("cache-control"), Some("max-age=60"));
         assert_eq!(
             origin.requests_for("/cdn-forbids"),
@@ -110,13 +119,13 @@ async fn the_targeted_field_can_be_renamed() {
     let first = get(addr, "/edgecache-stores", &[]).await;
     assert_eq!(
         first.header("edgecache-cache-control"),
-        None,
-        "the renamed field is not forwarded"
+        Some("max-age=60"),
+        "the renamed field is forwarded"
     );
     support::eventually_stored(&proxy, 1).await;
     let second = get(addr, "/edgecache-stores", &[]).await;
     assert_eq!(second.cache(), "HIT");
-    assert_eq!(second.header("edgecache-cache-control"), None);
+    assert_eq!(second.header("edgecache-cache-control"), Some("max-age=60"));
     assert_eq!(origin.requests_for("/edgecache-stores"), 1);
 
     // CDN-Cache-Control is now an ordinary header: forwarded, and Cache-Control applies.
@@ -138,4 +147,31 @@ async fn the_targeted_field_can_be_disabled() {
     assert_eq!(reply.header("cdn-cache-control"), Some("max-age=60"));
     get(addr, "/cdn-stores", &[]).await;
     assert_eq!(origin.requests_for("/cdn-stores"), 2);
+}
+
+#[tokio::test]
+async fn strip_targeted_cache_control_keeps_the_field_from_clients() {
+    let origin = Origin::start(targeted_origin()).await;
+    let (proxy, addr) = start_proxy(origin.addr, |config| config.strip_targeted_cache_control = true).await;
+
+    let first = get(addr, "/cdn-stores", &[]).await;
+    assert_eq!(first.header("cdn-cache-control"), None, "stripped on a miss");
+    support::eventually_stored(&proxy, 1).await;
+    let second = get(addr, "/cdn-stores", &[]).await;
+    assert_eq!(second.cache(), "HIT", "the field still governs this cache");
+    assert_eq!(
+        second.header("cdn-cache-control"),
+        None,
+        "stripped from the stored object"
+    );
+    assert_eq!(origin.requests_for("/cdn-stores"), 1);
+
+    let passed = get(addr, "/cdn-forbids", &[]).await;
+    assert_ne!(passed.cache(), "HIT");
+    assert_eq!(passed.header("cdn-cache-control"), None, "stripped on a pass");
+    assert_eq!(passed.header("cache-control"), Some("max-age=60"));
+
+    // Only the targeted field is stripped: a field of another name is an ordinary header.
+    let other = get(addr, "/edgecache-stores", &[]).await;
+    assert_eq!(other.header("edgecache-cache-control"), Some("max-age=60"));
 }

@@ -31,6 +31,7 @@
 //! keep = "10m"
 //! ignore_request_cache_control = false
 //! targeted_cache_control = "CDN-Cache-Control"   # "" disables
+//! strip_targeted_cache_control = false   # true: not forwarded to clients
 //! log_format = "compact"   # or "json", "ncsa" (varnishncsa / Apache combined), '%h "%r" %s'
 //! access_log = "/var/log/edgecache/access.log"   # instead of stderr; reopened on SIGUSR1
 //! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
@@ -121,6 +122,7 @@ pub struct FileConfig {
     keep: Option<Quantity>,
     ignore_request_cache_control: Option<bool>,
     targeted_cache_control: Option<String>,
+    strip_targeted_cache_control: Option<bool>,
     log_format: Option<String>,
     admin_listen: Option<String>,
     admin_token_file: Option<PathBuf>,
@@ -340,6 +342,9 @@ impl FileConfig {
         }
         if let Some(ignore) = self.ignore_request_cache_control {
             config.ignore_request_cache_control = ignore;
+        }
+        if let Some(strip) = self.strip_targeted_cache_control {
+            config.strip_targeted_cache_control = strip;
         }
         if let Some(name) = self.targeted_cache_control {
             config.targeted_cache_control = match name.as_str() {

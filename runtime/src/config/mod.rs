@@ -358,8 +358,12 @@ pub struct Config {
     /// Ignore the request's `Cache-Control` / `Pragma` (clients cannot force refreshes).
     pub ignore_request_cache_control: bool,
     /// The targeted cache-control field (RFC 9213) that overrides `Cache-Control` for this
-    /// cache and is not forwarded to clients. Default `CDN-Cache-Control`; `None` disables it.
+    /// cache. Default `CDN-Cache-Control`; `None` disables it.
     pub targeted_cache_control: Option<HeaderName>,
+    /// `--strip-targeted-cache-control`: remove the targeted field from responses to clients
+    /// (and from stored objects). Default false: RFC 9213 §2.1 lets a cache pass it on, and
+    /// the downstream caches of the same CDN tier need it.
+    pub strip_targeted_cache_control: bool,
     /// Access log format.
     pub log_format: LogFormat,
     /// `--access-log FILE`: where access lines go instead of stderr (stdout for NCSA),
@@ -422,6 +426,7 @@ impl Default for Config {
             keep: Duration::from_secs(600),
             ignore_request_cache_control: false,
             targeted_cache_control: Some(HeaderName::from_static("cdn-cache-control")),
+            strip_targeted_cache_control: false,
             log_format: LogFormat::Compact,
             admin_listen: None,
             admin_token_file: None,

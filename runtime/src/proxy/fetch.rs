@@ -153,7 +153,7 @@ fn answer(
                 }
             }
             (
-                relay(response, method == Method::HEAD, shared.targeted()),
+                relay(response, method == Method::HEAD, shared.targeted_to_strip()),
                 CacheState::Pass,
             )
         }
@@ -191,7 +191,10 @@ pub(super) async fn hit_for_pass(
         };
         if version.policy.is_none() && !may_be_stored(shared, request, &response) {
             let head_only = request.method == Method::HEAD;
-            return (relay(response, head_only, shared.targeted()), CacheState::Pass);
+            return (
+                relay(response, head_only, shared.targeted_to_strip()),
+                CacheState::Pass,
+            );
         }
         let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
         task.fill.keep_hit_for_pass_mark();
@@ -578,7 +581,7 @@ impl FetchTask {
         let variant = rule.request_fingerprint(&self.request.headers);
         let mut stored = fields.clone();
         stored.remove(header::AGE);
-        if let Some(targeted) = shared.targeted() {
+        if let Some(targeted) = shared.targeted_to_strip() {
             stored.remove(targeted);
         }
         rules::strip_field_scoped(&mut stored, &directives);

@@ -93,6 +93,7 @@ pub(crate) struct Shared {
     pub keep: Duration,
     pub ignore_request_cache_control: bool,
     pub targeted_cache_control: Option<HeaderName>,
+    pub strip_targeted_cache_control: bool,
 }
 
 impl Shared {
@@ -127,6 +128,7 @@ impl Shared {
             keep: config.keep,
             ignore_request_cache_control: config.ignore_request_cache_control,
             targeted_cache_control: config.targeted_cache_control.clone(),
+            strip_targeted_cache_control: config.strip_targeted_cache_control,
         }
     }
 
@@ -149,5 +151,11 @@ impl Shared {
     /// The targeted cache-control field name, if enabled.
     pub fn targeted(&self) -> Option<&HeaderName> {
         self.targeted_cache_control.as_ref()
+    }
+
+    /// The targeted field when `--strip-targeted-cache-control` keeps it from clients (and so
+    /// from stored objects); `None` when it is forwarded.
+    pub fn targeted_to_strip(&self) -> Option<&HeaderName> {
+        self.targeted().filter(|_| self.strip_targeted_cache_control)
     }
 }

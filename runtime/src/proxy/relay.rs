@@ -15,15 +15,16 @@ use crate::backend::{OutgoingBody, TimedBody};
 use crate::cache::body::ProxyBody;
 
 /// An origin response relayed as it is, minus hop-by-hop fields, plus `Via`.
-/// The targeted cache-control field (RFC 9213 §2) is for this cache alone and is removed too.
+/// `strip` names the targeted cache-control field (RFC 9213) under
+/// `--strip-targeted-cache-control`, removed too.
 pub(super) fn relay(
     response: Response<TimedBody>,
     head_only: bool,
-    targeted: Option<&HeaderName>,
+    strip: Option<&HeaderName>,
 ) -> Response<ProxyBody> {
     let (mut parts, body) = response.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers);
-    if let Some(targeted) = targeted {
+    if let Some(targeted) = strip {
         parts.headers.remove(targeted);
     }
     headers::append_via(&mut parts.headers, parts.version);
@@ -78,7 +79,7 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
         return relay(
             Response::from_parts(head, body),
             parts.method == Method::HEAD,
-            shared.targeted(),
+            shared.targeted_to_strip(),
         );
     }
 }
