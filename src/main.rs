@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use edgecache_runtime::config::{
-    parse_certificate_pair, parse_cidr_list, parse_duration, parse_finish_abandoned_fills, parse_listen,
-    parse_log_format, parse_size, parse_storage, CacheAdmission, CertificateFiles, FileConfig,
-    InvalidateOnUnsafe, ListenSpec, LogFormat,
+    health_path_setting, parse_certificate_pair, parse_cidr_list, parse_duration,
+    parse_finish_abandoned_fills, parse_listen, parse_log_format, parse_size, parse_storage, CacheAdmission,
+    CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
 
@@ -177,6 +177,14 @@ struct ServeArgs {
     /// Origin connect timeout. Default 3.5s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     connect_timeout: Option<Duration>,
+    /// The load balancer's health check path on the serving listeners: 200 while serving, 503
+    /// while draining; "off" passes it on like any path. Default /healthz.
+    #[arg(long, value_name = "PATH|off")]
+    health_path: Option<String>,
+    /// How long a shutdown (SIGTERM, SIGINT) answers the health path with 503, still serving,
+    /// before the listeners close. Default 0s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    drain_time: Option<Duration>,
     /// Time to wait for the origin's response head. Default 60s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     first_byte_timeout: Option<Duration>,
@@ -449,6 +457,10 @@ impl ServeArgs {
         );
         config.ignore_request_cache_control |= self.ignore_request_cache_control;
         config.strip_targeted_cache_control |= self.strip_targeted_cache_control;
+        if let Some(path) = self.health_path {
+            config.health_path = health_path_setting(&path);
+        }
+        set(&mut config.drain_time, self.drain_time);
         if let Some(name) = self.targeted_cache_control {
             config.targeted_cache_control = match name.as_str() {
                 "" => None,

@@ -103,6 +103,9 @@ pub struct Running {
     done: JoinHandle<()>,
     /// The watcher, the admin listener and the ban trimmer; each ends when `stop` turns true.
     tasks: Vec<JoinHandle<()>>,
+    /// The health check, 503 once shutdown starts, for `drain_time` before `stop`.
+    health: Arc<server::Health>,
+    drain_time: std::time::Duration,
 }
 
 impl Running {
@@ -164,12 +167,21 @@ impl Running {
         self.reloader.status()
     }
 
-    /// Stops accepting, lets requests in flight finish (bounded by `shutdown_grace`), returns.
-    pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        let _ = self.done.await;
-        for task in self.tasks {
-            let _ = task.await;
+    /// Drains: the health path answers 503 at once (before the future is first polled, so a
+    /// caller may spawn it and check) while requests are still served, for `drain_time`; then
+    /// stops accepting, lets requests in flight finish (bounded by `shutdown_grace`), returns.
+    pub fn shutdown(self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.health.start_draining();
+        async move {
+            if !self.drain_time.is_zero() {
+                tracing::info!(drain_time = ?self.drain_time, "draining: health checks answer 503");
+                tokio::time::sleep(self.drain_time).await;
+            }
+            let _ = self.stop.send(true);
+            let _ = self.done.await;
+            for task in self.tasks {
+                let _ = task.await;
+            }
         }
     }
 }
@@ -250,12 +262,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         }
         None => None,
     };
-    let done = tokio::spawn(server::serve(
-        listeners,
-        shared.clone(),
-        stopped,
-        server::Options::new(&config, tls.clone()),
-    ));
+    let options = server::Options::new(&config, tls.clone());
+    let health = options.health.clone();
+    let done = tokio::spawn(server::serve(listeners, shared.clone(), stopped, options));
     Ok(Running {
         listen_addrs,
         shared,
@@ -265,6 +274,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stop,
         done,
         tasks,
+        health,
+        drain_time: config.drain_time,
     })
 }
 

@@ -31,6 +31,8 @@
 //! keep = "10m"
 //! ignore_request_cache_control = false
 //! targeted_cache_control = "CDN-Cache-Control"   # "" disables
+//! health_path = "/healthz"          # the balancer's health check; "off" disables
+//! drain_time = "0s"                 # 503 on health_path this long before shutdown closes the listeners
 //! strip_targeted_cache_control = false   # true: not forwarded to clients
 //! log_format = "compact"   # or "json", "ncsa" (varnishncsa / Apache combined), '%h "%r" %s'
 //! access_log = "/var/log/edgecache/access.log"   # instead of stderr; reopened on SIGUSR1
@@ -117,6 +119,8 @@ pub struct FileConfig {
     hit_for_pass_ttl: Option<Quantity>,
     coalesce_wait: Option<Quantity>,
     shutdown_grace: Option<Quantity>,
+    health_path: Option<String>,
+    drain_time: Option<Quantity>,
     store_set_cookie: Option<bool>,
     grace: Option<Quantity>,
     keep: Option<Quantity>,
@@ -342,6 +346,10 @@ impl FileConfig {
         }
         if let Some(ignore) = self.ignore_request_cache_control {
             config.ignore_request_cache_control = ignore;
+        }
+        duration("drain_time", self.drain_time, &mut config.drain_time)?;
+        if let Some(path) = self.health_path {
+            config.health_path = super::health_path_setting(&path);
         }
         if let Some(strip) = self.strip_targeted_cache_control {
             config.strip_targeted_cache_control = strip;

@@ -347,6 +347,14 @@ pub struct Config {
     pub coalesce_wait: Duration,
     /// How long shutdown waits for in-flight requests. Default 10 s.
     pub shutdown_grace: Duration,
+    /// `--health-path`: the path a load balancer's health check asks for on the serving
+    /// listeners (`GET`/`HEAD`), answered before the policy and never cached or logged: 200
+    /// while serving, 503 while draining. Default `/healthz`; `None` passes it on like any path.
+    pub health_path: Option<String>,
+    /// `--drain-time`: how long a graceful shutdown (SIGTERM, SIGINT) answers the health path
+    /// with 503 while still serving, before the listeners close and `shutdown_grace` begins,
+    /// so a balancer takes this node out before connections are refused. Default 0 s.
+    pub drain_time: Duration,
     /// Store responses carrying `Set-Cookie`. Default false, as Varnish's builtin VCL.
     pub store_set_cookie: bool,
     /// How long past its freshness an object may be served when the origin fails (Varnish's
@@ -421,6 +429,8 @@ impl Default for Config {
             hit_for_pass_ttl: Duration::from_secs(120),
             coalesce_wait: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
+            health_path: Some(HEALTH_PATH.to_string()),
+            drain_time: Duration::ZERO,
             store_set_cookie: false,
             grace: Duration::from_secs(10),
             keep: Duration::from_secs(600),
@@ -454,6 +464,13 @@ impl Config {
                 "listen (-a)",
                 "no listen address",
                 "one or more HOST:PORT",
+            ));
+        }
+        if let Some(path) = self.health_path.as_deref().filter(|path| !is_plain_path(path)) {
+            return Err(ConfigError::new(
+                "health_path (--health-path)",
+                format!("`{path}` is not a path"),
+                "a path such as /healthz (no query), or \"off\"",
             ));
         }
         if let Some(threads) = self.threads.filter(|n| !(1..=MAX_THREADS).contains(n)) {
@@ -615,4 +632,24 @@ impl H2Limits {
         }
         Ok(())
     }
+}
+
+/// The default `--health-path`.
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// `--health-path` / `health_path` as written: `off` or `""` turns the health answer off.
+pub fn health_path_setting(value: &str) -> Option<String> {
+    match value {
+        "" | "off" => None,
+        path => Some(path.to_string()),
+    }
+}
+
+/// An absolute path without a query or fragment, as a request's path is compared with it.
+fn is_plain_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path
+            .parse::<http::uri::PathAndQuery>()
+            .is_ok_and(|parsed| parsed.query().is_none())
+        && !path.contains('#')
 }

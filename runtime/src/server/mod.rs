@@ -3,11 +3,12 @@
 //! What a client may hold: `limits` caps open connections, `timeouts` closes the quiet ones
 //! (the body timeout is the request body's own, see `backend::ClientBody`). `first_line` and
 //! hyper's buffer sizes bound a request head; `h2_guard` caps HTTP/2 streams and resets;
-//! `h2_writes` joins HTTP/2's small writes.
+//! `h2_writes` joins HTTP/2's small writes; `health` answers the load balancer's health check.
 
 mod first_line;
 mod h2_guard;
 mod h2_writes;
+mod health;
 mod limits;
 mod proxy_protocol;
 mod timeouts;
@@ -34,6 +35,7 @@ use crate::proxy::{self, ClientTls, ListenerName, Proxied, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
 use h2_writes::H2Writes;
+pub(crate) use health::Health;
 use limits::{ConnectionCap, Occasional};
 use proxy_protocol::ProxyListener;
 use timeouts::{Activity, Answering, Watched};
@@ -49,6 +51,8 @@ pub(crate) struct Options {
     pub h2_limits: H2Limits,
     /// TLS for the `,tls` listeners; `None` when no listener has it.
     pub tls: Option<Arc<Terminator>>,
+    /// The health check's path and state; shutdown turns it to draining.
+    pub health: Arc<Health>,
 }
 
 impl Options {
@@ -60,6 +64,7 @@ impl Options {
             request_limits: config.request_limits,
             h2_limits: config.h2_limits,
             tls,
+            health: Arc::new(Health::new(config.health_path.clone())),
         }
     }
 }
@@ -115,6 +120,7 @@ pub(crate) async fn serve(
                 h2_limits: options.h2_limits,
                 tls: spec.tls.then(|| options.tls.clone()).flatten(),
                 listener: Arc::new(name),
+                health: options.health.clone(),
             },
             cap.clone(),
         ));
@@ -143,6 +149,7 @@ struct Client {
     tls: Option<Arc<Terminator>>,
     /// `local.socket` / `local.endpoint` of this listener's requests.
     listener: Arc<ListenerName>,
+    health: Arc<Health>,
 }
 
 async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, cap: Arc<ConnectionCap>) {
@@ -225,6 +232,7 @@ async fn serve_client<S>(
         h2_limits,
         tls: _,
         listener,
+        health,
     } = client;
     let activity = Activity::new();
     let requests = activity.clone();
@@ -235,6 +243,7 @@ async fn serve_client<S>(
         let shared = shared.clone();
         let streams = streams.clone();
         let in_flight = requests.request_started(request.version());
+        let health_answer = health.answer(&request);
         // For the PROXY header of backends with `.proxy_header` (the origin learns the
         // client), and `server.ip`.
         request.extensions_mut().insert(addresses);
@@ -246,6 +255,9 @@ async fn serve_client<S>(
             request.extensions_mut().insert(proxied.clone());
         }
         async move {
+            if let Some(response) = health_answer {
+                return Ok(response.map(|body| Answering::new(body, in_flight)));
+            }
             let http2 = request.version() == http::Version::HTTP_2;
             // Boxed for both protocols: the request's future is kilobytes, and hyper moves
             // this one into a task per HTTP/2 stream (several copies inside tokio's spawn).
