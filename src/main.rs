@@ -857,7 +857,8 @@ mod tests {
              --h2-max-concurrent-streams 50 --max-headers 64 \
              --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
              --store-set-cookie --grace 1m --keep 1h --ignore-request-cache-control \
-             --targeted-cache-control CDN-Cache-Control --plugin-memory 8m --plugin-deadline 10ms \
+             --targeted-cache-control CDN-Cache-Control --strip-targeted-cache-control \
+             --health-path /lb-check --drain-time 2s --plugin-memory 8m --plugin-deadline 10ms \
              --log-format json -T off --admin-token-file admin.token --no-watch \
              -a 127.0.0.1:8443,tls --tls-cert site.pem --tls-key site.key \
              --tls-cert-pair a.example=a.pem,a.key --tls-dir certs --tls-handshake-timeout 5s \
@@ -889,6 +890,9 @@ mod tests {
         assert_eq!(config.max_pipes, 7);
         assert_eq!(config.dns_ttl, Duration::from_secs(5));
         assert_eq!(config.hosts_file.as_deref(), Some(std::path::Path::new("hosts")));
+        assert!(config.strip_targeted_cache_control);
+        assert_eq!(config.health_path.as_deref(), Some("/lb-check"));
+        assert_eq!(config.drain_time, Duration::from_secs(2));
         assert_eq!(
             config.access_log.as_deref(),
             Some(std::path::Path::new("access.log"))
