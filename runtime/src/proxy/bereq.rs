@@ -22,15 +22,9 @@ pub(super) fn empty_body() -> OutgoingBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
-/// The client's body as `std.cache_req_body` buffered it before `vcl_recv`, carried in the
-/// request's extensions: `bodyaccess.*` reads it, and every backend request of the request
-/// (fills, passes, retries, restarts) sends it, as Varnish sends a cached body.
-#[derive(Clone, Debug)]
-pub(super) struct CachedBody(pub bytes::Bytes);
-
-/// `parts`' buffered body (see [`CachedBody`]).
+/// `parts`' buffered body (see [`vcl::CachedBody`]).
 pub(super) fn cached_body(parts: &Parts) -> Option<bytes::Bytes> {
-    parts.extensions.get::<CachedBody>().map(|body| body.0.clone())
+    parts.extensions.get::<vcl::CachedBody>().map(|body| body.0.clone())
 }
 
 /// The head every backend request starts from: the client's method, target and fields, minus

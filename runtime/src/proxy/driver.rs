@@ -662,7 +662,7 @@ fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
 }
 
 /// `std.cache_req_body`: reads the client's body before `vcl_recv` when it is at most `limit`
-/// bytes and keeps it in `parts` (see [`bereq::CachedBody`]); no body is an empty one. A larger
+/// bytes and keeps it in `parts` (see [`vcl::CachedBody`]); no body is an empty one. A larger
 /// (or failing) body is not kept and, being partly read, cannot go to the origin any more: as
 /// in Varnish, a fetch that needs it fails.
 async fn cache_req_body(
@@ -673,7 +673,7 @@ async fn cache_req_body(
     silence: std::time::Duration,
 ) {
     if !had_body {
-        parts.extensions.insert(bereq::CachedBody(bytes::Bytes::new()));
+        parts.extensions.insert(vcl::CachedBody(bytes::Bytes::new()));
         return;
     }
     let announced = http_body::Body::size_hint(body.as_ref().expect("not taken yet")).lower();
@@ -683,7 +683,7 @@ async fn cache_req_body(
     let Some(incoming) = body.take() else { return };
     let limited = http_body_util::Limited::new(incoming, usize::try_from(limit).unwrap_or(usize::MAX));
     if let Ok(Ok(collected)) = tokio::time::timeout(silence, limited.collect()).await {
-        parts.extensions.insert(bereq::CachedBody(collected.to_bytes()));
+        parts.extensions.insert(vcl::CachedBody(collected.to_bytes()));
     }
 }
 

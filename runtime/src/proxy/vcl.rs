@@ -61,6 +61,12 @@ pub(crate) struct ListenerName {
     pub endpoint: String,
 }
 
+/// The client's body as `std.cache_req_body` buffered it before `vcl_recv`, carried in the
+/// request's extensions: `bodyaccess.*` reads it, and every backend request of the request
+/// (fills, passes, retries, restarts) sends it, as Varnish sends a cached body.
+#[derive(Clone, Debug)]
+pub(super) struct CachedBody(pub bytes::Bytes);
+
 /// Marks the parts of a background refresh (`bereq.is_bgfetch`).
 #[derive(Clone, Copy)]
 pub(super) struct BackgroundFetch;
@@ -525,7 +531,7 @@ impl Context for ClientSession {
     fn req_body(&self) -> Option<&[u8]> {
         self.req
             .extensions
-            .get::<super::bereq::CachedBody>()
+            .get::<CachedBody>()
             .map(|body| &body.0[..])
     }
 
