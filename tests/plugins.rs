@@ -569,6 +569,57 @@ async fn a_policy_whose_upstreams_name_no_backend_is_refused() {
     assert!(refused.to_string().contains("`missing`"), "{refused}");
 }
 
+#[tokio::test]
+async fn auth_plugin_in_vcl_deliver_pauses_the_response_until_its_upstream_answers() {
+    let origin = Origin::start(cacheable).await;
+    let auth = Origin::start(auth_service).await;
+    let policy = format!(
+        r#"vcl 4.1;
+backend default {{ .host = "127.0.0.1"; .port = "{}"; }}
+backend auth_service {{ .host = "127.0.0.1"; .port = "{}"; }}
+plugin auth {{ .path = "{}"; .upstreams = "auth=auth_service"; .config = "phase=response"; }}
+# Cached though it has an Authorization header: the plugin checks every answer.
+sub vcl_recv {{ return (hash); }}
+sub vcl_deliver {{
+    # Appends: run again on the response as it was, this still ends up "deliver" once.
+    set resp.http.x-before = resp.http.x-before + "deliver";
+    plugin.response(auth);
+    set resp.http.x-after = "after";
+}}
+"#,
+        origin.addr.port(),
+        auth.addr.port(),
+        wasm("http_auth.wasm")
+    );
+    let (_proxy, addr) = start_with_generous_deadline(&policy, &origin).await;
+
+    for expected_state in ["MISS", "HIT"] {
+        let allowed = get(addr, "/page", &[("authorization", "Bearer good")]).await;
+        assert_eq!(allowed.status, StatusCode::OK);
+        assert_eq!(allowed.text(), "from the origin");
+        assert_eq!(allowed.header("x-cache"), Some(expected_state));
+        assert_eq!(
+            allowed.header("x-auth-user"),
+            Some("alice"),
+            "set while the response was paused"
+        );
+        assert_eq!(allowed.header("x-before"), Some("deliver"), "applied once");
+        assert_eq!(
+            allowed.header("x-after"),
+            Some("after"),
+            "vcl_deliver went on after the pause"
+        );
+    }
+    let denied = get(addr, "/page", &[("authorization", "Bearer bad")]).await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN);
+    assert_eq!(denied.header("x-auth"), Some("denied"));
+    assert_eq!(denied.text(), "denied\n");
+    assert_eq!(origin.requests(), 1, "the response was cached before the check");
+    assert_eq!(auth.requests(), 3, "asked for every response, hits too");
+    let asked = auth.last();
+    assert_eq!(asked.header("x-original-path"), Some("/page"));
+}
+
 fn postpone_policy(config: &str, on_error: &str) -> String {
     format!(
         r#"vcl 4.1;

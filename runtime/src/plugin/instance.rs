@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use wasmtime::{Instance as WasmInstance, InstancePre, Store, Trap, TypedFunc, WasmParams, WasmResults};
 
 use super::abi::{
-    headers, once, AbiViolation, BodyBuffer, BodyKind, CallResponse, Dispatch, HostState, PluginMeta,
-    ProcExit, Resumption, Views,
+    headers, AbiViolation, BodyBuffer, BodyKind, CallResponse, Dispatch, HostState, PluginMeta, ProcExit,
+    Resumption, Views,
 };
 use super::error::Cause;
 use super::view::{LocalResponse, RequestView, ResponseView, Verdict};
@@ -302,22 +302,6 @@ impl Instance {
         outcome
     }
 
-    fn verdict(&self, action: i32, local: Option<LocalResponse>) -> Verdict {
-        match local {
-            Some(l) => Verdict::LocalResponse(l),
-            None => {
-                if pauses(action) {
-                    self.store.data().meta.log_once(
-                        once::PAUSE,
-                        "a response callback returned Pause without a local response; edgecache \
-                         pauses request headers only, and continues",
-                    );
-                }
-                Verdict::Continue
-            }
-        }
-    }
-
     pub(crate) fn request_headers(&mut self, ctx: u32, req: &mut RequestView) -> Result<Outcome, Cause> {
         let funcs = Arc::clone(&self.f);
         let Some(f) = funcs.on_request_headers.as_ref() else {
@@ -335,24 +319,28 @@ impl Instance {
         }))
     }
 
+    /// `proxy_on_response_headers`. A pause parks both views until the plugin continues the
+    /// response (`proxy_continue_stream`) or answers it.
     pub(crate) fn response_headers(
         &mut self,
         ctx: u32,
-        req: Option<&mut RequestView>,
+        mut req: Option<&mut RequestView>,
         resp: &mut ResponseView,
-    ) -> Result<Verdict, Cause> {
+    ) -> Result<Outcome, Cause> {
         let funcs = Arc::clone(&self.f);
         let Some(f) = funcs.on_response_headers.as_ref() else {
-            return Ok(Verdict::Continue);
+            return Ok(Outcome::Done(Verdict::Continue));
         };
         let n = headers::response_count(resp);
         let eos = i32::from(resp.end_of_stream);
-        let (action, local) = self.with_views(ctx, req, Some(resp), |this| {
+        let (action, local) = self.with_views(ctx, req.as_deref_mut(), Some(resp), |this| {
             this.call(f, ctx, (ctx as i32, n, eos))
         });
-        let verdict = self.verdict(action?, local);
-        self.store.data_mut().settle();
-        Ok(verdict)
+        let action = action?;
+        Ok(self.outcome(ctx, action, local, || Views {
+            req: req.map(|r| r.clone()),
+            resp: Some(resp.clone()),
+        }))
     }
 
     /// `proxy_on_request_body` / `proxy_on_response_body` over the body buffered so far

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::abi::{BodyKind, Dispatch, Resumption};
+use super::abi::{once, BodyKind, Dispatch, Resumption};
 use super::engine::PluginInner;
 use super::error::{Cause, PluginError};
 use super::instance::{Instance, Outcome};
@@ -44,7 +44,7 @@ pub struct PluginStream {
     binding: Binding,
     /// (instance generation, context id) once the context exists.
     ctx: Option<(u64, u32)>,
-    /// Set while the request headers phase is paused.
+    /// Set while a headers phase (request or response) is paused.
     paused: Option<oneshot::Receiver<Resumption>>,
     finished: bool,
 }
@@ -68,21 +68,44 @@ impl PluginStream {
     /// `:authority`, `:scheme`), answer with a local response, or pause the request
     /// ([`Verdict::Paused`]: then await [`resumed`](Self::resumed)).
     pub fn on_request_headers(&mut self, req: &mut RequestView) -> Result<Verdict, PluginError> {
-        match self.with_instance(true, |inst, ctx| inst.request_headers(ctx, req))? {
-            None => Ok(Verdict::Continue),
-            Some(Outcome::Done(verdict)) => Ok(verdict),
+        let outcome = self.with_instance(true, |inst, ctx| inst.request_headers(ctx, req))?;
+        Ok(self.hold(outcome))
+    }
+
+    /// `proxy_on_response_headers`. The plugin may edit `resp` (headers, `:status`), replace
+    /// it with a local response, or pause it ([`Verdict::Paused`]: then await
+    /// [`resumed`](Self::resumed)). `req` (if given) is readable by the plugin.
+    pub fn on_response_headers(
+        &mut self,
+        req: Option<&mut RequestView>,
+        resp: &mut ResponseView,
+    ) -> Result<Verdict, PluginError> {
+        let outcome = self.with_instance(true, |inst, ctx| inst.response_headers(ctx, req, resp))?;
+        Ok(self.hold(outcome))
+    }
+
+    /// Keeps a paused phase's receiver for [`resumed`](Self::resumed).
+    fn hold(&mut self, outcome: Option<Outcome>) -> Verdict {
+        match outcome {
+            None => Verdict::Continue,
+            Some(Outcome::Done(verdict)) => verdict,
             Some(Outcome::Paused(resumed)) => {
                 self.paused = Some(resumed);
-                Ok(Verdict::Paused)
+                Verdict::Paused
             }
         }
     }
 
     /// Waits until the plugin resumes a paused stream (`proxy_continue_stream`) or answers it
-    /// (`proxy_send_local_response`), at most the host's pause timeout. `req` becomes the
-    /// request as the plugin left it. Fails with [`Cause::PauseTimeout`] when the time is up
-    /// or the instance holding the stream was replaced. Without a pause: `Continue` at once.
-    pub async fn resumed(&mut self, req: &mut RequestView) -> Result<Verdict, PluginError> {
+    /// (`proxy_send_local_response`), at most the host's pause timeout. `req` and `resp` (the
+    /// latter for a paused response) become the views as the plugin left them. Fails with
+    /// [`Cause::PauseTimeout`] when the time is up or the instance holding the stream was
+    /// replaced. Without a pause: `Continue` at once.
+    pub async fn resumed(
+        &mut self,
+        req: &mut RequestView,
+        resp: Option<&mut ResponseView>,
+    ) -> Result<Verdict, PluginError> {
         let Some(resumed) = self.paused.take() else {
             return Ok(Verdict::Continue);
         };
@@ -91,6 +114,9 @@ impl PluginStream {
             Ok(Ok(Resumption { views, local })) => {
                 if let Some(view) = views.req {
                     *req = view;
+                }
+                if let (Some(slot), Some(view)) = (resp, views.resp) {
+                    *slot = view;
                 }
                 Ok(local.map_or(Verdict::Continue, Verdict::LocalResponse))
             }
@@ -103,15 +129,16 @@ impl PluginStream {
         }
     }
 
-    /// `proxy_on_response_headers`. The plugin may edit `resp` (headers, `:status`) or
-    /// replace it with a local response. `req` (if given) is readable by the plugin.
-    pub fn on_response_headers(
-        &mut self,
-        req: Option<&mut RequestView>,
-        resp: &mut ResponseView,
-    ) -> Result<Verdict, PluginError> {
-        self.with_instance(true, |inst, ctx| inst.response_headers(ctx, req, resp))
-            .map(|v| v.unwrap_or(Verdict::Continue))
+    /// Where the host cannot wait (`vcl_backend_response`, whose sub runs while the fetch
+    /// holds the object's fill): a pause is not held and the response goes on as the plugin
+    /// left it when it paused (logged once per plugin).
+    pub fn release_pause(&mut self) {
+        if self.paused.take().is_some() {
+            self.plugin.inner.setup.meta.log_once(
+                once::PAUSE,
+                "a callback paused where edgecache cannot wait (vcl_backend_response); it continues",
+            );
+        }
     }
 
     /// `proxy_on_request_body` over the request body buffered so far (`body`, rewritten in

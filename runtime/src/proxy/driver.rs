@@ -458,7 +458,7 @@ async fn vcl_route(
     let mut session = ClientSession::new(parts, client, version, xid, shared.cache.clock.clone());
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
-            session.run_recv(program).await
+            session.run_waiting(program, Sub::Recv).await
         } else {
             builtin::vcl_recv(&mut session.req)
         };
@@ -602,7 +602,7 @@ async fn vcl_route(
         let status_header = &shared.cache_status_header;
         let outcome = match step {
             Step::Served(response, state) => {
-                vcl_deliver(program, &mut session, response, state, status_header)
+                vcl_deliver(program, &mut session, response, state, status_header).await
             }
             Step::Piped(response, state) => Deliver::Done(response, state),
             Step::Restart => Deliver::Restart,
@@ -762,7 +762,7 @@ fn plugin_answered(session: &mut ClientSession, status_header: &http::HeaderName
 
 /// Runs `vcl_deliver` over a response (when the policy defines it: the builtin one only
 /// delivers), applying its header and status edits.
-fn vcl_deliver(
+async fn vcl_deliver(
     program: &Program,
     session: &mut ClientSession,
     mut response: Response<ProxyBody>,
@@ -782,7 +782,7 @@ fn vcl_deliver(
         reason: None,
         headers: std::mem::take(&mut parts.headers),
     });
-    let action = program.run(Sub::Deliver, session);
+    let action = session.run_waiting(program, Sub::Deliver).await;
     let resp = session.resp.take().expect("set above");
     parts.status = resp.status;
     parts.headers = resp.headers;

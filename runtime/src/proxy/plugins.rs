@@ -8,11 +8,12 @@
 //! `.on_error`, and keeps a local response (`proxy_send_local_response`) for the driver to
 //! send.
 //!
-//! A plugin that pauses the request (it waits for an outbound call or a timer) ends
-//! `vcl_recv` with `Action::PluginPaused`. [`PluginCalls::resume`] waits for it without
-//! holding a thread; `vcl_recv` then runs again from the request as it was when it started,
-//! and each plugin call it already made answers with what that call came to (the paused one:
-//! how its pause ended) instead of calling the plugin again.
+//! A plugin that pauses the request or the response (it waits for an outbound call or a
+//! timer) ends `vcl_recv` or `vcl_deliver` with `Action::PluginPaused`.
+//! [`PluginCalls::resume`] waits for it without holding a thread; the sub then runs again
+//! from the request (and response) as it was when it started, and each plugin call it already
+//! made answers with what that call came to (the paused one: how its pause ended) instead of
+//! calling the plugin again. `vcl_backend_response` does not wait: a pause there continues.
 
 use std::net::SocketAddr;
 
@@ -39,13 +40,16 @@ pub(super) struct PluginCalls {
     ///
     /// [`Action::PluginResponse`]: policy_lang::Action::PluginResponse
     pub local: Option<LocalResponse>,
-    /// The plugin whose request phase is paused.
+    /// `local` answers a response (sent from a response callback): as on Envoy once the
+    /// response is being encoded, it goes out directly, past the response callbacks.
+    local_replaces_response: bool,
+    /// The plugin whose request or response phase is paused.
     paused: Option<PluginId>,
-    /// The request-phase calls of this `vcl_recv` run, for a run again after a pause: each
-    /// with the request as the plugin left it and what the call came to. Recorded only when the
-    /// version has several plugins (with one, only the paused call is ever answered again).
-    settled: Vec<(PluginId, RequestView, PluginOutcome)>,
-    /// `vcl_recv` runs again after a pause: calls in `settled` are answered from there.
+    /// The plugin calls of this `vcl_recv` or `vcl_deliver` run, for a run again after a
+    /// pause. Recorded only when the version has several plugins (with one, only the paused
+    /// call is ever answered again).
+    settled: Vec<Settled>,
+    /// The sub runs again after a pause: calls in `settled` are answered from there.
     replaying: bool,
     /// Plugins whose response phase ran in `vcl_deliver` and that see bodies (`.max_body`),
     /// in call order: [`PluginCalls::response_body`] runs their body callbacks.
@@ -54,6 +58,15 @@ pub(super) struct PluginCalls {
     request_body_readers: Vec<PluginId>,
     /// The request body as those plugins left it, for the origin.
     pub rewritten_body: Option<bytes::Bytes>,
+}
+
+/// A plugin call of the current sub run: the request (and, in the response phase, the
+/// response) as the plugin left them, and what the call came to.
+struct Settled {
+    id: PluginId,
+    request: RequestView,
+    response: Option<ResponseView>,
+    outcome: PluginOutcome,
 }
 
 impl PluginCalls {
@@ -65,13 +78,10 @@ impl PluginCalls {
         req: &mut Parts,
         client: Option<SocketAddr>,
     ) -> PluginOutcome {
-        if self.replaying {
-            if let Some(at) = self.settled.iter().position(|(settled, ..)| *settled == id) {
-                let (_, view, outcome) = self.settled.remove(at);
-                take_back_request(req, view);
-                note_body_reader(&mut self.request_body_readers, version, id, outcome);
-                return outcome;
-            }
+        if let Some(settled) = self.replayed(id) {
+            take_back_request(req, settled.request);
+            note_body_reader(&mut self.request_body_readers, version, id, settled.outcome);
+            return settled.outcome;
         }
         let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
@@ -85,33 +95,70 @@ impl PluginCalls {
         }
         let outcome = self.outcome(version, id, result);
         note_body_reader(&mut self.request_body_readers, version, id, outcome);
-        if version.plugins.len() > 1 {
-            self.settled.push((id, view.clone(), outcome));
-        }
+        self.record(version, id, &view, None, outcome);
         take_back_request(req, view);
         outcome
     }
 
-    /// Waits until the paused plugin resumes the request (at most its pause timeout), and
-    /// keeps what its call came to for `vcl_recv`'s run again. `req` is the request as it was
-    /// when the paused call was made.
-    pub async fn resume(&mut self, version: &Version, req: &Parts, client: Option<SocketAddr>) {
+    /// What call `id` came to in the run before this one, when the sub runs again.
+    fn replayed(&mut self, id: PluginId) -> Option<Settled> {
+        if !self.replaying {
+            return None;
+        }
+        let at = self.settled.iter().position(|settled| settled.id == id)?;
+        Some(self.settled.remove(at))
+    }
+
+    fn record(
+        &mut self,
+        version: &Version,
+        id: PluginId,
+        request: &RequestView,
+        response: Option<&ResponseView>,
+        outcome: PluginOutcome,
+    ) {
+        if version.plugins.len() > 1 {
+            self.settled.push(Settled {
+                id,
+                request: request.clone(),
+                response: response.cloned(),
+                outcome,
+            });
+        }
+    }
+
+    /// Waits until the paused plugin resumes the request or the response (at most its pause
+    /// timeout), and keeps what its call came to for the sub's run again. `req` (and `resp`,
+    /// when the response phase paused) are as they were when the paused call was made.
+    pub async fn resume(
+        &mut self,
+        version: &Version,
+        req: &Parts,
+        resp: Option<(StatusCode, &HeaderMap)>,
+        client: Option<SocketAddr>,
+    ) {
         let Some(id) = self.paused.take() else {
             return;
         };
         let Some(stream) = self.stream(version, id) else {
             return;
         };
-        let mut view = lend_request(&mut req.clone(), client);
-        let result = stream.resumed(&mut view).await;
+        let mut request = lend_request(&mut req.clone(), client);
+        let mut response = resp.map(|(status, headers)| ResponseView::new(status, headers.clone()));
+        let result = stream.resumed(&mut request, response.as_mut()).await;
         let outcome = self.outcome(version, id, result);
-        self.settled.retain(|(settled, ..)| *settled != id);
-        self.settled.push((id, view, outcome));
+        self.settled.retain(|settled| settled.id != id);
+        self.settled.push(Settled {
+            id,
+            request,
+            response,
+            outcome,
+        });
         self.replaying = true;
     }
 
-    /// `vcl_recv` is over (it did not end with a pause).
-    pub fn recv_done(&mut self) {
+    /// The sub is over (it did not end with a pause).
+    pub fn run_done(&mut self) {
         self.settled.clear();
         self.replaying = false;
     }
@@ -127,6 +174,17 @@ impl PluginCalls {
         status: &mut StatusCode,
         headers: &mut HeaderMap,
     ) -> PluginOutcome {
+        if let Some(settled) = self.replayed(id) {
+            take_back_request(req, settled.request);
+            if let Some(response) = settled.response {
+                (*status, *headers) = (response.status, response.headers);
+            }
+            note_body_reader(&mut self.body_readers, version, id, settled.outcome);
+            self.local_replaces_response = matches!(settled.outcome, PluginOutcome::LocalResponse { .. });
+            return settled.outcome;
+        }
+        // Only the backend side has no client: its sub cannot wait for a pause.
+        let backend_side = client.is_none();
         let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
         };
@@ -138,12 +196,23 @@ impl PluginCalls {
                 .is_some_and(|length| length.as_bytes() == b"0");
         let mut response = ResponseView::new(*status, std::mem::take(headers));
         response.end_of_stream = no_body;
-        let result = stream.on_response_headers(Some(&mut request), &mut response);
-        take_back_request(req, request);
-        *status = response.status;
-        *headers = response.headers;
+        let mut result = stream.on_response_headers(Some(&mut request), &mut response);
+        if matches!(result, Ok(Verdict::Paused)) {
+            if !backend_side {
+                take_back_request(req, request);
+                (*status, *headers) = (response.status, response.headers);
+                self.paused = Some(id);
+                return PluginOutcome::Paused;
+            }
+            stream.release_pause();
+            result = Ok(Verdict::Continue);
+        }
         let outcome = self.outcome(version, id, result);
         note_body_reader(&mut self.body_readers, version, id, outcome);
+        self.local_replaces_response = matches!(outcome, PluginOutcome::LocalResponse { .. });
+        self.record(version, id, &request, Some(&response), outcome);
+        take_back_request(req, request);
+        (*status, *headers) = (response.status, response.headers);
         outcome
     }
 
@@ -315,13 +384,17 @@ impl PluginCalls {
     /// A plugin answered the request (`proxy_send_local_response`): as on Envoy, the answer
     /// goes through the response-headers callback of every plugin of this request, the one that
     /// sent it included, which may edit its headers and status (a failure or a second local
-    /// response there leaves the answer as it was).
+    /// response there leaves the answer as it was). An answer sent from a response callback
+    /// goes out as it is.
     pub fn over_local_response(
         &mut self,
         req: &mut Parts,
         client: Option<SocketAddr>,
         local: &mut LocalResponse,
     ) {
+        if std::mem::take(&mut self.local_replaces_response) {
+            return;
+        }
         let streams = self.first.iter_mut().chain(self.more.iter_mut());
         for (_, stream) in streams {
             let mut request = lend_request(req, client);
@@ -358,7 +431,7 @@ impl PluginCalls {
         result: Result<Verdict, PluginError>,
     ) -> PluginOutcome {
         match result {
-            // A pause outside the request headers phase is not held (the host logs it).
+            // A body callback's pause at the end of the body is not held: nothing more comes.
             Ok(Verdict::Continue | Verdict::Paused) => PluginOutcome::Continue,
             Ok(Verdict::LocalResponse(local)) => {
                 let status = local.status.as_u16();

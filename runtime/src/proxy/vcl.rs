@@ -229,6 +229,7 @@ fn set_method(method: &mut Method, value: &Value<'_>) {
 }
 
 /// The response a client-side sub sees as `resp` (in `vcl_deliver` and `vcl_synth`).
+#[derive(Clone)]
 pub(super) struct ClientResponse {
     pub status: StatusCode,
     pub reason: Option<String>,
@@ -306,32 +307,47 @@ impl ClientSession {
 }
 
 impl ClientSession {
-    /// The user's `vcl_recv`, waiting out plugin pauses: a plugin that pauses the request ends
-    /// the sub; once the plugin resumes it, the sub runs again from the request (and backend
-    /// hint, and vmod state) as they were when it started, and the plugin's call answers with how its pause
-    /// ended (see `plugins.rs`). Statements before the call run again: their bans are kept
-    /// once, their `std.log` lines are logged once per run.
-    pub async fn run_recv(&mut self, program: &policy_lang::Program) -> policy_lang::Action {
+    /// The user's `vcl_recv` or `vcl_deliver`, waiting out plugin pauses: a plugin that
+    /// pauses the request or the response ends the sub; once the plugin resumes it, the sub
+    /// runs again from the request, response (and backend hint, and vmod state) as they were
+    /// when it started, and the plugin's call answers with how its pause ended (see
+    /// `plugins.rs`). Statements before the call run again: their bans are kept once, their
+    /// `std.log` lines are logged once per run.
+    pub async fn run_waiting(
+        &mut self,
+        program: &policy_lang::Program,
+        sub: policy_lang::Sub,
+    ) -> policy_lang::Action {
         if self.version.plugins.is_empty() {
-            return program.run(policy_lang::Sub::Recv, self);
+            return program.run(sub, self);
         }
         let start = (
             self.req.clone(),
+            self.resp.clone(),
             self.backend_hint,
             self.hash_always_miss,
             self.task.clone(),
         );
         let bans = self.bans.len();
-        let mut action = program.run(policy_lang::Sub::Recv, self);
+        let mut action = program.run(sub, self);
         while let policy_lang::Action::PluginPaused { .. } = action {
             let version = self.version.clone();
-            self.plugins.resume(&version, &self.req, Some(self.client)).await;
-            (self.req, self.backend_hint, self.hash_always_miss, self.task) = start.clone();
+            let paused = self.resp.as_ref().map(|resp| (resp.status, &resp.headers));
+            self.plugins
+                .resume(&version, &self.req, paused, Some(self.client))
+                .await;
+            (
+                self.req,
+                self.resp,
+                self.backend_hint,
+                self.hash_always_miss,
+                self.task,
+            ) = start.clone();
             // The run again bans again what the first run banned.
             self.bans.truncate(bans);
-            action = program.run(policy_lang::Sub::Recv, self);
+            action = program.run(sub, self);
         }
-        self.plugins.recv_done();
+        self.plugins.run_done();
         action
     }
 }

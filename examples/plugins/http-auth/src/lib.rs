@@ -5,7 +5,10 @@
 //! Plugin configuration: space-separated `key=value` pairs, all optional:
 //! - `cluster=NAME` (default `auth`): the upstream, as the policy's `.upstreams` names it;
 //! - `path=/PATH` (default `/check`): the path asked on the auth service;
-//! - `timeout_ms=N` (default `1000`).
+//! - `timeout_ms=N` (default `1000`);
+//! - `phase=request|response` (default `request`): `response` asks after the origin answered,
+//!   pausing the response instead (`plugin.response(...)` in `vcl_deliver`): an allowed
+//!   response gets the service's `x-auth-user`, a denied one is replaced by the 403.
 //!
 //! The call is a `GET` carrying the request's `authorization` header and its path in
 //! `x-original-path`. The auth service answers 200 to allow (its `x-auth-user` header, if any, is
@@ -27,6 +30,7 @@ struct Settings {
     cluster: String,
     path: String,
     timeout: Duration,
+    in_response: bool,
 }
 
 impl Default for Settings {
@@ -35,6 +39,7 @@ impl Default for Settings {
             cluster: "auth".into(),
             path: "/check".into(),
             timeout: Duration::from_millis(1000),
+            in_response: false,
         }
     }
 }
@@ -49,6 +54,8 @@ fn parse(raw: &str) -> Result<Settings, String> {
                 let ms = v.parse::<u64>().map_err(|e| format!("timeout_ms: {e}"))?;
                 settings.timeout = Duration::from_millis(ms);
             }
+            Some(("phase", "request")) => settings.in_response = false,
+            Some(("phase", "response")) => settings.in_response = true,
             _ => return Err(format!("unknown setting `{item}`")),
         }
     }
@@ -97,6 +104,23 @@ struct Auth {
 
 impl HttpContext for Auth {
     fn on_http_request_headers(&mut self, _: usize, _: bool) -> Action {
+        if self.settings.in_response {
+            return Action::Continue;
+        }
+        self.ask()
+    }
+
+    fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
+        if !self.settings.in_response {
+            return Action::Continue;
+        }
+        self.ask()
+    }
+}
+
+impl Auth {
+    /// Calls the auth service about this request and pauses the phase until it answers.
+    fn ask(&mut self) -> Action {
         let path = self.get_http_request_header(":path").unwrap_or_default();
         let authorization = self.get_http_request_header("authorization");
         let mut headers = vec![
@@ -128,10 +152,14 @@ impl Context for Auth {
         }
         match self.get_http_call_response_header(":status").as_deref() {
             Some("200") => {
-                if let Some(user) = self.get_http_call_response_header("x-auth-user") {
-                    self.set_http_request_header("x-auth-user", Some(&user));
+                let user = self.get_http_call_response_header("x-auth-user");
+                if self.settings.in_response {
+                    self.set_http_response_header("x-auth-user", user.as_deref());
+                    self.resume_http_response();
+                } else {
+                    self.set_http_request_header("x-auth-user", user.as_deref());
+                    self.resume_http_request();
                 }
-                self.resume_http_request();
             }
             _ => {
                 self.send_http_response(403, vec![("x-auth", "denied")], Some(b"denied\n"));
