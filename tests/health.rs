@@ -8,7 +8,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
-use support::{get, send, start_proxy, CapturedLog, Client, H2c, Origin, OriginReply, EXCHANGE_LIMIT};
+use support::{
+    get, send, start_proxy, CapturedLog, Client, H2c, Origin, OriginReply, RawConn, EXCHANGE_LIMIT,
+};
 use tokio::net::TcpStream;
 
 /// Long enough for a few requests on a loaded machine, short enough for a fast test.
@@ -132,4 +134,25 @@ async fn shutdown_answers_503_for_the_drain_time_while_serving_then_closes_the_l
         TcpStream::connect(addr).await.is_err(),
         "the listener is closed after the drain"
     );
+}
+
+#[tokio::test]
+async fn a_proxy_listener_answers_haproxys_health_check_behind_a_local_header() {
+    let origin = Origin::start(page_origin()).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |config| {
+        config.listen = vec![edgecache_runtime::config::ListenSpec {
+            proxy_protocol: true,
+            ..std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into()
+        }];
+    })
+    .await;
+    // What HAProxy's `option httpchk GET /healthz` sends to a `send-proxy-v2` server: a v2
+    // LOCAL header with no addresses, then the check.
+    let mut conn = RawConn::connect(addr).await;
+    conn.send_bytes(&support::proxy_protocol::v2_frame(0x20, 0x00, &[]))
+        .await;
+    conn.send("GET /healthz HTTP/1.0\r\n\r\n").await;
+    let response = conn.response(false).await;
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(origin.requests(), 0);
 }
