@@ -24,7 +24,10 @@ pub(super) fn empty_body() -> OutgoingBody {
 
 /// `parts`' buffered body (see [`vcl::CachedBody`]).
 pub(super) fn cached_body(parts: &Parts) -> Option<bytes::Bytes> {
-    parts.extensions.get::<vcl::CachedBody>().map(|body| body.0.clone())
+    parts
+        .extensions
+        .get::<vcl::CachedBody>()
+        .map(|body| body.0.clone())
 }
 
 /// The head every backend request starts from: the client's method, target and fields, minus

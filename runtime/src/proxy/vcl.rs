@@ -545,10 +545,7 @@ impl Context for ClientSession {
     }
 
     fn req_body(&self) -> Option<&[u8]> {
-        self.req
-            .extensions
-            .get::<CachedBody>()
-            .map(|body| &body.0[..])
+        self.req.extensions.get::<CachedBody>().map(|body| &body.0[..])
     }
 
     fn rollback(&mut self, scope: policy_lang::Scope) {
