@@ -813,6 +813,60 @@ sub vcl_recv {{ plugin.request(json); return (pass); }}
     assert_eq!(origin.requests(), 1);
 }
 
+#[tokio::test]
+async fn json_validator_pauses_at_the_end_of_the_body_until_its_check_answers() {
+    let origin =
+        Origin::start(|request| OriginReply::ok(format!("got {} bytes", request.body().len()))).await;
+    // Accepts bodies that say "ok", after a moment: the request waits at the end of its body.
+    let checker = Origin::start(|request| {
+        let reply = if request.body().windows(4).any(|w| w == b"\"ok\"") {
+            OriginReply::ok("").header("x-validated-by", "checker")
+        } else {
+            OriginReply::with_status(422, "no")
+        };
+        reply.delay(Duration::from_millis(200))
+    })
+    .await;
+    let policy = format!(
+        r#"vcl 4.1;
+backend default {{ .host = "127.0.0.1"; .port = "{}"; }}
+backend checker {{ .host = "127.0.0.1"; .port = "{}"; }}
+plugin json {{ .path = "{}"; .max_body = 64KB; .upstreams = "check=checker"; .config = "check=check"; }}
+sub vcl_recv {{ plugin.request(json); return (pass); }}
+"#,
+        origin.addr.port(),
+        checker.addr.port(),
+        wasm("json_validator.wasm")
+    );
+    let (_proxy, addr) = start_with_generous_deadline(&policy, &origin).await;
+    let json = [("content-type", "application/json")];
+
+    let accepted = support::send("POST", addr, "/api", &json, r#"{"state": "ok"}"#).await;
+    assert_eq!(accepted.status, StatusCode::OK);
+    assert_eq!(accepted.text(), "got 15 bytes");
+    let seen = origin.last();
+    assert_eq!(seen.body.as_ref(), br#"{"state": "ok"}"#);
+    assert_eq!(
+        seen.header("x-validated-by"),
+        Some("checker"),
+        "set when the check answered"
+    );
+    let asked = checker.last();
+    assert_eq!(asked.method, "POST");
+    assert_eq!(asked.target, "/validate");
+    assert_eq!(
+        asked.body.as_ref(),
+        br#"{"state": "ok"}"#,
+        "the check sees the whole body"
+    );
+
+    let refused = support::send("POST", addr, "/api", &json, r#"{"state": "bad"}"#).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(refused.header("x-json-validator"), Some("refused-by-check"));
+    assert_eq!(origin.requests(), 1, "the refused body never reaches the origin");
+    assert_eq!(checker.requests(), 2);
+}
+
 // === what Go SDK plugins need (a WAT fixture: CI cannot build Go), metrics, queues ===
 
 #[tokio::test]

@@ -344,43 +344,53 @@ impl Instance {
     }
 
     /// `proxy_on_request_body` / `proxy_on_response_body` over the body buffered so far
-    /// (`body`, which the plugin may rewrite in place). `Continue` or `Paused` (the plugin wants
-    /// more before it decides: the caller buffers on), or the plugin's local response.
+    /// (`body`, which the plugin may rewrite in place). `Continue`, or `Paused`: before the end
+    /// of the body the plugin wants more before it decides (the caller buffers on); at the end
+    /// it waits (an outbound call, a tick) and the views are parked as for a headers pause.
+    /// Or the plugin's local response.
     pub(crate) fn body(
         &mut self,
         ctx: u32,
         kind: BodyKind,
-        (req, resp): (Option<&mut RequestView>, Option<&mut ResponseView>),
+        (mut req, mut resp): (Option<&mut RequestView>, Option<&mut ResponseView>),
         body: &mut Vec<u8>,
         end_of_stream: bool,
-    ) -> Result<Verdict, Cause> {
+    ) -> Result<Outcome, Cause> {
         let funcs = Arc::clone(&self.f);
         let f = match kind {
             BodyKind::Request => funcs.on_request_body.as_ref(),
             BodyKind::Response => funcs.on_response_body.as_ref(),
         };
         let Some(f) = f else {
-            return Ok(Verdict::Continue);
+            return Ok(Outcome::Done(Verdict::Continue));
         };
         let size = i32::try_from(body.len()).unwrap_or(i32::MAX);
         self.store.data_mut().body = Some(BodyBuffer {
             kind,
             bytes: std::mem::take(body),
         });
-        let (action, local) = self.with_views(ctx, req, resp, |this| {
+        let (action, local) = self.with_views(ctx, req.as_deref_mut(), resp.as_deref_mut(), |this| {
             this.call(f, ctx, (ctx as i32, size, i32::from(end_of_stream)))
         });
         let state = self.store.data_mut();
         if let Some(buffer) = state.body.take() {
             *body = buffer.bytes;
         }
+        let action = action?;
+        if end_of_stream {
+            return Ok(self.outcome(ctx, action, local, || Views {
+                req: req.map(|r| r.clone()),
+                resp: resp.map(|r| r.clone()),
+            }));
+        }
+        let state = self.store.data_mut();
         state.continued.retain(|c| *c != ctx);
         state.settle();
-        Ok(match (action?, local) {
-            (_, Some(local)) => Verdict::LocalResponse(local),
-            (action, None) if pauses(action) && !end_of_stream => Verdict::Paused,
-            _ => Verdict::Continue,
-        })
+        Ok(Outcome::Done(match local {
+            Some(local) => Verdict::LocalResponse(local),
+            None if pauses(action) => Verdict::Paused,
+            None => Verdict::Continue,
+        }))
     }
 
     /// `proxy_on_done`, then `proxy_on_log` and `proxy_on_delete`. A plugin that returns

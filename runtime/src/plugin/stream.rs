@@ -44,7 +44,7 @@ pub struct PluginStream {
     binding: Binding,
     /// (instance generation, context id) once the context exists.
     ctx: Option<(u64, u32)>,
-    /// Set while a headers phase (request or response) is paused.
+    /// Set while a phase is paused (headers, or a body at its end).
     paused: Option<oneshot::Receiver<Resumption>>,
     finished: bool,
 }
@@ -142,22 +142,23 @@ impl PluginStream {
     }
 
     /// `proxy_on_request_body` over the request body buffered so far (`body`, rewritten in
-    /// place by the plugin). [`Verdict::Paused`]: the plugin wants more before it decides.
+    /// place by the plugin). [`Verdict::Paused`]: before the end of the body, the plugin wants
+    /// more before it decides; at the end, it waits: await [`resumed`](Self::resumed).
     pub fn on_request_body(
         &mut self,
         req: &mut RequestView,
         body: &mut Vec<u8>,
         end_of_stream: bool,
     ) -> Result<Verdict, PluginError> {
-        self.with_instance(true, |inst, ctx| {
+        let outcome = self.with_instance(true, |inst, ctx| {
             inst.body(ctx, BodyKind::Request, (Some(req), None), body, end_of_stream)
-        })
-        .map(|v| v.unwrap_or(Verdict::Continue))
+        })?;
+        Ok(self.hold(outcome))
     }
 
     /// `proxy_on_response_body` over the response body buffered so far (`body`, rewritten
     /// in place by the plugin); `resp`'s headers may still change (the caller sends them after
-    /// the body is decided). [`Verdict::Paused`]: the plugin wants more before it decides.
+    /// the body is decided). [`Verdict::Paused`] as for the request body.
     pub fn on_response_body(
         &mut self,
         req: Option<&mut RequestView>,
@@ -165,10 +166,10 @@ impl PluginStream {
         body: &mut Vec<u8>,
         end_of_stream: bool,
     ) -> Result<Verdict, PluginError> {
-        self.with_instance(true, |inst, ctx| {
+        let outcome = self.with_instance(true, |inst, ctx| {
             inst.body(ctx, BodyKind::Response, (req, Some(resp)), body, end_of_stream)
-        })
-        .map(|v| v.unwrap_or(Verdict::Continue))
+        })?;
+        Ok(self.hold(outcome))
     }
 
     /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the plugin forgets the request.

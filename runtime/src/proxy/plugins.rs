@@ -240,10 +240,19 @@ impl PluginCalls {
             .filter_map(|id| version.plugins.get(id.index())?.max_body())
             .min()?;
         let mut incoming = body.take_if(|b| !b.is_end_stream())?;
-        let read = read_through(&mut incoming, limit, |buffer, end_of_stream| {
-            self.show_request_body(version, &readers, req, client, buffer, end_of_stream)
-        })
-        .await;
+        let mut buffer = Vec::new();
+        let read = loop {
+            let end_of_stream = match grow(&mut incoming, &mut buffer, limit).await {
+                Ok(end_of_stream) => end_of_stream,
+                Err(stopped) => break Err(stopped),
+            };
+            let shown = self.show_request_body(version, &readers, req, client, &mut buffer, end_of_stream);
+            match shown.await {
+                Some(ended) => break Err(Stopped::By(ended)),
+                None if end_of_stream => break Ok(buffer),
+                None => {}
+            }
+        };
         let (status, reason) = match read {
             Ok(buffer) => {
                 req.headers.remove(header::TRANSFER_ENCODING);
@@ -265,7 +274,7 @@ impl PluginCalls {
         })
     }
 
-    fn show_request_body(
+    async fn show_request_body(
         &mut self,
         version: &Version,
         readers: &[PluginId],
@@ -277,7 +286,10 @@ impl PluginCalls {
         for &id in readers {
             let stream = self.stream(version, id)?;
             let mut view = lend_request(req, client);
-            let result = stream.on_request_body(&mut view, buffer, end_of_stream);
+            let mut result = stream.on_request_body(&mut view, buffer, end_of_stream);
+            if end_of_stream && matches!(result, Ok(Verdict::Paused)) {
+                result = stream.resumed(&mut view, None).await;
+            }
             take_back_request(req, view);
             match self.outcome(version, id, result) {
                 PluginOutcome::Continue | PluginOutcome::Paused => {}
@@ -318,10 +330,27 @@ impl PluginCalls {
             return Ok(response);
         };
         let (mut head, mut body) = response.into_parts();
-        let read = read_through(&mut body, limit, |buffer, end_of_stream| {
-            self.show_body(version, &readers, req, client, &mut head, buffer, end_of_stream)
-        })
-        .await;
+        let mut buffer = Vec::new();
+        let read = loop {
+            let end_of_stream = match grow(&mut body, &mut buffer, limit).await {
+                Ok(end_of_stream) => end_of_stream,
+                Err(stopped) => break Err(stopped),
+            };
+            let shown = self.show_body(
+                version,
+                &readers,
+                req,
+                client,
+                &mut head,
+                &mut buffer,
+                end_of_stream,
+            );
+            match shown.await {
+                Some(ended) => break Err(Stopped::By(ended)),
+                None if end_of_stream => break Ok(buffer),
+                None => {}
+            }
+        };
         let buffer = match read {
             Ok(buffer) => buffer,
             Err(Stopped::By(ended)) => return Err(ended),
@@ -344,7 +373,7 @@ impl PluginCalls {
     /// One round of response body callbacks. A local response or a fail-closed failure ends
     /// the request with the response returned.
     #[allow(clippy::too_many_arguments)]
-    fn show_body(
+    async fn show_body(
         &mut self,
         version: &Version,
         readers: &[PluginId],
@@ -361,7 +390,11 @@ impl PluginCalls {
             let mut request = lend_request(req, client);
             let mut response = ResponseView::new(head.status, std::mem::take(&mut head.headers));
             response.end_of_stream = end_of_stream;
-            let result = stream.on_response_body(Some(&mut request), &mut response, buffer, end_of_stream);
+            let mut result =
+                stream.on_response_body(Some(&mut request), &mut response, buffer, end_of_stream);
+            if end_of_stream && matches!(result, Ok(Verdict::Paused)) {
+                result = stream.resumed(&mut request, Some(&mut response)).await;
+            }
             take_back_request(req, request);
             head.status = response.status;
             head.headers = response.headers;
@@ -431,7 +464,7 @@ impl PluginCalls {
         result: Result<Verdict, PluginError>,
     ) -> PluginOutcome {
         match result {
-            // A body callback's pause at the end of the body is not held: nothing more comes.
+            // Before the end of a body, a pause only asks for more of it.
             Ok(Verdict::Continue | Verdict::Paused) => PluginOutcome::Continue,
             Ok(Verdict::LocalResponse(local)) => {
                 let status = local.status.as_u16();
@@ -500,19 +533,14 @@ enum Stopped<T> {
     By(T),
 }
 
-/// Reads `body` whole (at most `limit` bytes), showing what is buffered to `show` after each
-/// chunk (`end_of_stream` false) and once more at the end (true); `show` may rewrite the buffer,
-/// or stop the reading by returning `Some`.
-async fn read_through<B, T>(
-    body: &mut B,
-    limit: usize,
-    mut show: impl FnMut(&mut Vec<u8>, bool) -> Option<T>,
-) -> Result<Vec<u8>, Stopped<T>>
+/// Reads the next chunk of `body` into `buffer` (at most `limit` bytes in all); true when the
+/// body is over. The caller shows the buffer to the plugins after each chunk (`end_of_stream`
+/// false) and once more at the end (true, where a plugin may wait).
+async fn grow<B, T>(body: &mut B, buffer: &mut Vec<u8>, limit: usize) -> Result<bool, Stopped<T>>
 where
     B: http_body::Body<Data = bytes::Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let mut buffer = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| Stopped::Failed(error.to_string()))?;
         let Ok(data) = frame.into_data() else { continue };
@@ -520,14 +548,9 @@ where
             return Err(Stopped::TooLarge);
         }
         buffer.extend_from_slice(&data);
-        if let Some(ended) = show(&mut buffer, false) {
-            return Err(Stopped::By(ended));
-        }
+        return Ok(false);
     }
-    match show(&mut buffer, true) {
-        Some(ended) => Err(Stopped::By(ended)),
-        None => Ok(buffer),
-    }
+    Ok(true)
 }
 
 /// Remembers that plugin `id` reads bodies in the phase that just came to `outcome`.
