@@ -6,14 +6,14 @@
 //!
 //! Run: `cargo bench --bench cache_hit`
 
-#[path = "support/loopback.rs"]
-mod loopback;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
-use edgecache_runtime::Config;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
+use support::{keep_alive_connection, start_proxy, Origin, OriginReply};
 
 fn cache_hit(c: &mut Criterion) {
     hit_after_bans(c, "hit_510B_http1", 0);
@@ -28,21 +28,15 @@ fn hit_after_bans(c: &mut Criterion, name: &str, bans: usize) {
         .build()
         .expect("runtime");
     let (sender, admin) = runtime.block_on(async {
-        let origin = loopback::origin(Bytes::from(vec![b'x'; 510]), "max-age=3600").await;
-        let config = Config {
-            listen: vec!["127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .expect("valid")
-                .into()],
-            backend: Some(origin.to_string()),
-            admin_listen: Some("127.0.0.1:0".parse().expect("valid")),
-            ..Config::default()
-        };
-        let running = edgecache_runtime::start(config).await.expect("start edgecache");
-        let proxy = running.listen_addrs()[0];
+        let origin = Origin::fixed(OriginReply::ok(vec![b'x'; 510]).cache_control("max-age=3600")).await;
+        let (running, proxy) = start_proxy(origin.addr, |config| {
+            config.admin_listen = Some("127.0.0.1:0".parse().expect("valid"));
+        })
+        .await;
         let admin = running.admin_addr().expect("admin API");
-        std::mem::forget(running);
-        (loopback::connect(proxy).await, admin)
+        // Both serve until the process ends.
+        std::mem::forget((origin, running));
+        (keep_alive_connection(proxy).await, admin)
     });
     // One connection, one request at a time: wait until it is ready before each send.
     let sender = std::sync::Arc::new(tokio::sync::Mutex::new(sender));

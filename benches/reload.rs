@@ -8,32 +8,29 @@
 //!
 //! Run: `cargo bench --bench reload`
 
-#[path = "support/loopback.rs"]
-mod loopback;
+#[path = "../tests/reload_support/mod.rs"]
+mod reload_support;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use edgecache_runtime::{Config, Running};
+use edgecache_runtime::Running;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::SendRequest;
 use hyper::Request;
 use policy_lang::testing::generated_policy;
+use reload_support::{rename_over, start_watching, PolicyFile};
+use support::{keep_alive_connection, Origin, OriginReply};
 
 /// A policy of about 1,000 lines (the shape of policy-lang's `tests/perf.rs`) whose
 /// `vcl_deliver` sets `X-Policy: marker`.
 fn policy(origin: SocketAddr, marker: &str) -> String {
     let deliver = format!("    set resp.http.X-Policy = \"{marker}\";\n");
     generated_policy(140, &origin.ip().to_string(), origin.port(), &deliver)
-}
-
-fn rename_over(path: &Path, text: &str) {
-    let temp = path.with_extension("tmp");
-    std::fs::write(&temp, text).expect("write");
-    std::fs::rename(&temp, path).expect("rename");
 }
 
 async fn marker(sender: &mut SendRequest<Empty<Bytes>>, proxy: SocketAddr) -> String {
@@ -51,37 +48,24 @@ async fn marker(sender: &mut SendRequest<Empty<Bytes>>, proxy: SocketAddr) -> St
     marker
 }
 
+/// edgecache watching a 1,000-line policy, and its origin.
 struct Setup {
     running: Running,
-    origin: SocketAddr,
     proxy: SocketAddr,
-    path: PathBuf,
-    _dir: tempfile::TempDir,
+    policy: PolicyFile,
+    origin: Origin,
 }
 
 async fn setup() -> Setup {
-    let origin = loopback::origin(Bytes::from_static(b"ok"), "no-store").await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("big.vcl");
-    let text = policy(origin, "0");
+    let origin = Origin::fixed(OriginReply::ok("ok").cache_control("no-store")).await;
+    let text = policy(origin.addr, "0");
     eprintln!("policy: {} lines", text.lines().count());
-    std::fs::write(&path, text).expect("write policy");
-    let config = Config {
-        listen: vec!["127.0.0.1:0"
-            .parse::<std::net::SocketAddr>()
-            .expect("valid")
-            .into()],
-        policy: Some(path.clone()),
-        ..Config::default()
-    };
-    let running = edgecache_runtime::start(config).await.expect("start edgecache");
-    let proxy = running.listen_addrs()[0];
+    let (policy, running, proxy) = start_watching(origin.addr, &text, |_| {}).await;
     Setup {
         running,
-        origin,
         proxy,
-        path,
-        _dir: dir,
+        policy,
+        origin,
     }
 }
 
@@ -92,7 +76,7 @@ fn reload(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let setup = runtime.block_on(setup());
-    let mut sender = runtime.block_on(async { loopback::connect(setup.proxy).await });
+    let mut sender = runtime.block_on(async { keep_alive_connection(setup.proxy).await });
     let mut group = c.benchmark_group("reload");
     group.sample_size(20);
 
@@ -113,9 +97,9 @@ fn reload(c: &mut Criterion) {
                 for _ in 0..iterations {
                     next += 1;
                     let wanted = next.to_string();
-                    let text = policy(setup.origin, &wanted);
+                    let text = policy(setup.origin.addr, &wanted);
                     let started = Instant::now();
-                    rename_over(&setup.path, &text);
+                    rename_over(&setup.policy, &text);
                     while marker(&mut sender, setup.proxy).await != wanted {
                         assert!(
                             started.elapsed() < Duration::from_secs(10),

@@ -30,10 +30,7 @@ fn loopback_admin(config: &mut Config) {
 #[tokio::test]
 async fn status_stats_and_backends() {
     let origin = cacheable_origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, addr) = start_watching(origin.addr, &marking("A"), |_| {}).await;
     get(addr, "/s", &[]).await;
     get(addr, "/s", &[]).await;
     eventually_stored(&running, 1).await;
@@ -151,10 +148,8 @@ async fn bans_drop_matching_objects_at_their_next_lookup() {
 #[tokio::test]
 async fn reload_endpoint_reports_the_generation_or_the_diagnostics() {
     let origin = cacheable_origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |config| config.watch_policy = false).await;
+    let (policy, running, addr) =
+        start_watching(origin.addr, &marking("A"), |config| config.watch_policy = false).await;
 
     write_in_place(&policy, &marking("B"));
     let reloaded = admin(&running, "POST", "/reload", "").await;
@@ -252,10 +247,8 @@ async fn off_loopback_needs_a_token_file() {
 #[tokio::test]
 async fn metrics_parse_as_prometheus_text() {
     let origin = cacheable_origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |config| config.watch_policy = false).await;
+    let (policy, running, addr) =
+        start_watching(origin.addr, &marking("A"), |config| config.watch_policy = false).await;
     get(addr, "/m", &[]).await;
     get(addr, "/m", &[]).await;
     eventually_stored(&running, 1).await;
@@ -423,10 +416,8 @@ async fn openmetrics(addr: SocketAddr) -> String {
 #[tokio::test]
 async fn the_admin_command_is_a_thin_client() {
     let origin = cacheable_origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |config| config.watch_policy = false).await;
+    let (policy, running, addr) =
+        start_watching(origin.addr, &marking("A"), |config| config.watch_policy = false).await;
     let admin_addr = running.admin_addr().unwrap().to_string();
     let edgecache = |args: &[&str]| {
         let admin_addr = admin_addr.clone();

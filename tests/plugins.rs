@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use edgecache_runtime::Running;
 use http::StatusCode;
-use support::{get, Origin, OriginReply};
+use support::{get, start_with_policy, Origin, OriginReply};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins")
@@ -54,11 +54,6 @@ fn wasm(name: &str) -> String {
     dist().join(name).display().to_string()
 }
 
-async fn start_with_policy(policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = support::write_policy("plugins", policy);
-    support::start_proxy(origin.addr, |config| config.policy = Some(path)).await
-}
-
 fn cacheable(_: &http::Request<bytes::Bytes>) -> OriginReply {
     OriginReply::ok("from the origin").cache_control("max-age=600")
 }
@@ -75,7 +70,7 @@ sub vcl_deliver {{ plugin.response(add_header); }}
 "#,
         wasm("add_header.wasm")
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     let miss = get(addr, "/page", &[]).await;
     assert_eq!(miss.status, StatusCode::OK);
     assert_eq!(miss.cache(), "MISS");
@@ -100,7 +95,7 @@ sub vcl_backend_response {{ plugin.response(stamp); }}
 "#,
         wasm("add_header.wasm")
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     assert_eq!(get(addr, "/a", &[]).await.header("x-stamped"), Some("at-fetch"));
     let hit = get(addr, "/a", &[]).await;
     assert_eq!(hit.cache(), "HIT");
@@ -117,7 +112,7 @@ sub vcl_recv {{ plugin.request(api_key); return (pass); }}
 "#,
         wasm("api_key.wasm")
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
 
     let denied = get(addr, "/api", &[]).await;
     assert_eq!(denied.status, StatusCode::UNAUTHORIZED);
@@ -162,7 +157,7 @@ sub vcl_hash {{ hash_data(req.http.x-bucket); }}
 "#,
         wasm("bucket.wasm")
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     let mut buckets = std::collections::BTreeSet::new();
     for user in 0..16 {
         let user = format!("user-{user}");
@@ -196,7 +191,7 @@ sub vcl_deliver {{ plugin.response(guard); }}
 #[tokio::test]
 async fn a_trapping_plugin_fails_closed_with_503_and_the_next_request_is_served() {
     let origin = Origin::fixed(OriginReply::ok("fine")).await;
-    let (_proxy, addr) = start_with_policy(&sandbox_policy("trap.wat", "deny"), &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &sandbox_policy("trap.wat", "deny"), &origin).await;
     let failed = get(addr, "/", &[("x-trap", "1")]).await;
     assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(failed.text().contains("plugin guard failed"), "{}", failed.text());
@@ -213,7 +208,7 @@ async fn a_trapping_plugin_fails_closed_with_503_and_the_next_request_is_served(
 #[tokio::test]
 async fn a_trapping_plugin_with_on_error_continue_fails_open() {
     let origin = Origin::fixed(OriginReply::ok("fine")).await;
-    let (_proxy, addr) = start_with_policy(&sandbox_policy("trap.wat", "continue"), &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &sandbox_policy("trap.wat", "continue"), &origin).await;
     let reply = get(addr, "/", &[("x-trap", "1")]).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.text(), "fine");
@@ -357,7 +352,7 @@ sub vcl_deliver {{ plugin.response(as_header); }}
 "#,
         built.display()
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     for expected in ["MISS", "HIT"] {
         let reply = get(addr, "/as", &[]).await;
         assert_eq!(reply.cache(), expected);
@@ -386,7 +381,7 @@ sub vcl_deliver {{ plugin.response(header); plugin.response(stamp); }}
 "#,
         path = built.display()
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     let reply = get(addr, "/roots", &[]).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.header("x-root"), Some("add-header"));
@@ -767,7 +762,7 @@ async fn a_plugin_without_max_body_sees_no_body_and_the_response_streams_as_sent
         "vcl 4.1;\nplugin rewrite {{ .path = \"{}\"; }}\nsub vcl_deliver {{ plugin.response(rewrite); }}\n",
         wasm("body_rewrite.wasm")
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     let reply = get(addr, "/", &[]).await;
     assert_eq!(
         reply.text(),
@@ -881,7 +876,7 @@ async fn a_go_style_plugin_starts_with_poll_oneoff_and_its_panic_reaches_the_log
         wat("go_like.wat")
     );
     // Loading runs _initialize, which traps unless poll_oneoff answered its clock subscription.
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     let fine = get(addr, "/", &[]).await;
     assert_eq!(fine.status, StatusCode::OK);
     assert_eq!(fine.header("x-wat"), Some("go_like"));
@@ -968,7 +963,7 @@ sub vcl_deliver {{ plugin.response(stamp); }}
         wasm("add_header.wasm"),
         wasm("api_key.wasm")
     );
-    let (_proxy, addr) = start_with_policy(&policy, &origin).await;
+    let (_proxy, addr) = start_with_policy("plugins", &policy, &origin).await;
     let denied = get(addr, "/", &[]).await;
     assert_eq!(denied.status, StatusCode::UNAUTHORIZED);
     assert_eq!(denied.header("x-stamped"), Some("yes"), "as on Envoy");

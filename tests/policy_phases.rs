@@ -6,21 +6,15 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use edgecache_runtime::Running;
-use support::{eventually_stored, send, shared_clock, start_proxy, Client, Origin, OriginReply};
+use support::{
+    eventually_stored, send, shared_clock, start_proxy, start_with_policy, Client, Origin, OriginReply,
+};
 
 // === helpers ===
-
-/// edgecache running `policy` (VCL text) in front of `origin`.
-async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = support::write_policy(name, policy);
-    start_proxy(origin.addr, |config| config.policy = Some(path)).await
-}
 
 /// An origin whose bodies change with every response, so a cached body is recognisable.
 fn counting_body(request: &http::Request<Bytes>) -> String {

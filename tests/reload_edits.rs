@@ -17,10 +17,7 @@ async fn origin() -> Origin {
 #[tokio::test]
 async fn write_in_place_is_picked_up() {
     let origin = origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, addr) = start_watching(origin.addr, &marking("A"), |_| {}).await;
     assert_eq!(marker(&get(addr, "/", &[]).await), "A");
 
     write_in_place(&policy, &marking("B"));
@@ -31,10 +28,7 @@ async fn write_in_place_is_picked_up() {
 #[tokio::test]
 async fn rename_over_is_picked_up() {
     let origin = origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, addr) = start_watching(origin.addr, &marking("A"), |_| {}).await;
     assert_eq!(marker(&get(addr, "/", &[]).await), "A");
 
     rename_over(&policy, &marking("B"));
@@ -134,10 +128,7 @@ async fn include_edits_are_picked_up_and_new_includes_watched() {
 #[tokio::test]
 async fn a_broken_edit_keeps_the_old_version_and_shows_in_status() {
     let origin = origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, addr) = start_watching(origin.addr, &marking("A"), |_| {}).await;
     let status = admin_json(&running, "/status").await;
     assert_eq!(status["generation"], 1);
     assert_eq!(status["reloads"]["last_error"], serde_json::Value::Null);
@@ -174,10 +165,7 @@ async fn a_broken_edit_keeps_the_old_version_and_shows_in_status() {
 #[tokio::test]
 async fn cached_objects_survive_a_reload() {
     let origin = Origin::fixed(OriginReply::ok("cached body").cache_control("max-age=600")).await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, addr) = start_watching(origin.addr, &marking("A"), |_| {}).await;
     assert_eq!(get(addr, "/c", &[]).await.cache(), "MISS");
     let hit = get(addr, "/c", &[]).await;
     assert_eq!((hit.cache(), marker(&hit).as_str()), ("HIT", "A"));
@@ -198,10 +186,8 @@ async fn cached_objects_survive_a_reload() {
 #[tokio::test]
 async fn no_watch_ignores_edits_until_asked() {
     let origin = origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |config| config.watch_policy = false).await;
+    let (policy, running, addr) =
+        start_watching(origin.addr, &marking("A"), |config| config.watch_policy = false).await;
     assert_eq!(admin_json(&running, "/status").await["watching"], false);
 
     rename_over(&policy, &marking("B"));
@@ -224,13 +210,10 @@ async fn no_watch_ignores_edits_until_asked() {
 #[tokio::test]
 async fn touching_without_a_change_does_not_reload() {
     let origin = origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, _addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, _addr) = start_watching(origin.addr, &marking("A"), |_| {}).await;
     // Same contents, new inode: events fire, the fingerprint says nothing changed.
     rename_over(&policy, &marking("A"));
-    std::fs::write(path_in(&dir, "unrelated.txt"), "x").unwrap();
+    std::fs::write(policy.with_file_name("unrelated.txt"), "x").unwrap();
     // A negative check needs wall time: several debounce periods pass without a reload.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(running.active_version().generation, 1);

@@ -48,10 +48,7 @@ async fn no_request_fails_while_the_policy_is_rewritten_100_times() {
         }
     })
     .await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("one"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |_| {}).await;
+    let (policy, running, addr) = start_watching(origin.addr, &marking("one"), |_| {}).await;
 
     let done = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();

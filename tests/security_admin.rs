@@ -32,16 +32,14 @@ fn text(response: &RawResponse) -> String {
 }
 
 /// A cached `/page` and an admin API on loopback.
-async fn cached_page() -> (Origin, tempfile::TempDir, edgecache_runtime::Running, SocketAddr) {
+async fn cached_page() -> (Origin, PolicyFile, edgecache_runtime::Running, SocketAddr) {
     let origin = cacheable_origin().await;
-    let dir = temp_dir();
-    let policy = path_in(&dir, "policy.vcl");
-    write_in_place(&policy, &marking("A"));
-    let (running, addr) = start_with_policy(origin.addr, &policy, |config| config.watch_policy = false).await;
+    let (policy, running, addr) =
+        start_watching(origin.addr, &marking("A"), |config| config.watch_policy = false).await;
     get(addr, "/page", &[]).await;
     eventually_stored(&running, 1).await;
     assert_eq!(get(addr, "/page", &[]).await.cache(), "HIT");
-    (origin, dir, running, addr)
+    (origin, policy, running, addr)
 }
 
 #[tokio::test]

@@ -9,15 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use edgecache_runtime::Running;
 use reload_support::{admin, admin_json};
-use support::{shared_clock, start_proxy, CapturedLog, Client, Origin, OriginReply};
-
-/// edgecache running `policy` (VCL text) in front of `origin`.
-async fn start_with_policy(name: &str, policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = support::write_policy(name, policy);
-    start_proxy(origin.addr, |config| config.policy = Some(path)).await
-}
+use support::{shared_clock, start_proxy, start_with_policy, CapturedLog, Client, Origin, OriginReply};
 
 // === return (pass(DURATION)) in vcl_backend_response ===
 

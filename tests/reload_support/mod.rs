@@ -55,18 +55,40 @@ pub async fn start_with_policy(
     policy: &Path,
     tweak: impl FnOnce(&mut Config),
 ) -> (Running, SocketAddr) {
-    super::support::trace_init();
-    let mut config = Config {
-        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0)).into()],
-        backend: Some(backend.to_string()),
-        policy: Some(policy.to_path_buf()),
-        admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-        ..Config::default()
-    };
-    tweak(&mut config);
-    let running = edgecache_runtime::start(config).await.expect("edgecache starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
+    super::support::start_proxy(backend, |config| {
+        config.policy = Some(policy.to_path_buf());
+        config.admin_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        tweak(config);
+    })
+    .await
+}
+
+/// A policy file alone in a temp dir that is removed when this is dropped; derefs to its path.
+pub struct PolicyFile {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for PolicyFile {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Writes `text` to `policy.vcl` in a fresh temp dir and starts edgecache on it as
+/// [`start_with_policy`] does. Keep the file for the whole test: it is where edits go.
+pub async fn start_watching(
+    backend: SocketAddr,
+    text: &str,
+    tweak: impl FnOnce(&mut Config),
+) -> (PolicyFile, Running, SocketAddr) {
+    let dir = temp_dir();
+    let path = path_in(&dir, "policy.vcl");
+    write_in_place(&path, text);
+    let (running, addr) = start_with_policy(backend, &path, tweak).await;
+    (PolicyFile { path, _dir: dir }, running, addr)
 }
 
 /// Waits until the active version's generation reaches `generation` (bounded polling; see the

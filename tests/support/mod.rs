@@ -26,7 +26,7 @@ use edgecache_runtime::{Clock, Config, Running};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -698,6 +698,21 @@ pub async fn send(
     body: impl Into<Bytes>,
 ) -> Reply {
     Client::new().send(method, addr, target, headers, body).await
+}
+
+/// One bare HTTP/1.1 keep-alive connection to `addr` (Nagle off), for callers that time each
+/// exchange (the benches) or need requests to share one connection; the caller waits for
+/// `ready()` before each send.
+pub async fn keep_alive_connection(
+    addr: SocketAddr,
+) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    sender
 }
 
 // === impl H2c ===
