@@ -17,14 +17,7 @@ shift || true
 for tool in valgrind callgrind_control wrk h2load openssl python3 curl; do
     command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk nghttp2-client openssl)" >&2; exit 1; }
 done
-RUN=$(mktemp -d /tmp/edgecache-callgrind.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT
+. benches/run_dir.sh callgrind
 
 cat >"$RUN/origin.py" <<'EOF'
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -19,14 +19,7 @@ for tool in nginx haproxy wrk h2load openssl taskset curl; do
 done
 [ -x "$BIN" ] || { echo "build first: cargo build --release" >&2; exit 1; }
 
-RUN=$(mktemp -d /tmp/edgecache-tls-bench.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT
+. benches/run_dir.sh tls-bench
 
 ORIGIN=19300 EDGE=19301 HAPROXY=19302
 mkdir -p "$RUN/www" "$RUN/nginx"

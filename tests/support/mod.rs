@@ -577,6 +577,22 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// Reads `response`'s whole body; a body error comes back as text.
+    pub async fn read(response: Response<Incoming>) -> Result<Reply, String> {
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| format!("body failed: {e:?}"))?
+            .to_bytes();
+        Ok(Reply {
+            status: parts.status,
+            version: parts.version,
+            headers: parts.headers,
+            body,
+        })
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().expect("ASCII header"))
     }
@@ -641,18 +657,7 @@ impl Client {
                 .request(request)
                 .await
                 .map_err(|e| format!("request failed: {e:?}"))?;
-            let (parts, body) = response.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map_err(|e| format!("body failed: {e:?}"))?
-                .to_bytes();
-            Ok(Reply {
-                status: parts.status,
-                version: parts.version,
-                headers: parts.headers,
-                body,
-            })
+            Reply::read(response).await
         };
         tokio::time::timeout(EXCHANGE_LIMIT, exchange)
             .await
@@ -754,14 +759,7 @@ impl H2c {
         let exchange = async {
             self.sender.ready().await.expect("h2 connection ready");
             let response = self.sender.send_request(request).await.expect("h2 response");
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.expect("h2 body").to_bytes();
-            Reply {
-                status: parts.status,
-                version: parts.version,
-                headers: parts.headers,
-                body,
-            }
+            Reply::read(response).await.expect("h2 body")
         };
         tokio::time::timeout(EXCHANGE_LIMIT, exchange)
             .await
