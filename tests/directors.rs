@@ -278,15 +278,19 @@ sub vcl_backend_error {{ set beresp.http.X-Director-Healthy = std.healthy(bereq.
     support::eventually_stored(&proxy, 1).await;
     a.stop().await;
     b.stop().await;
-    // Freshness (1 s) running out is the point of the test, so time has to pass.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    until("the probes (every 50 ms) mark both sick", async || {
+        get(addr, "/probed", &[]).await.header("x-director-healthy") == Some("false")
+    })
+    .await;
+    // Freshness (1 s) running out is the point of the test: the cache's clock moves past it.
+    proxy.clock().advance(Duration::from_millis(1100));
     let stale = get(addr, "/page", &[]).await;
     assert_eq!(stale.status, StatusCode::OK);
     assert_eq!(stale.text(), first.text());
     assert_eq!(stale.cache(), "STALE");
     let never_cached = get(addr, "/other", &[]).await;
     assert_eq!(never_cached.status, StatusCode::SERVICE_UNAVAILABLE);
-    // By now the probes (every 50 ms) have marked both sick: the fetch is not even tried.
+    // Both are sick: the fetch is not even tried.
     assert_eq!(never_cached.header("x-director-healthy"), Some("false"));
     assert!(
         never_cached.text().contains("503 Service Unavailable"),
