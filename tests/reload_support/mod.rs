@@ -16,6 +16,8 @@ use edgecache_runtime::{Config, Running};
 
 /// Upper bound for a reload to be seen; never reached when things work.
 pub const RELOAD_LIMIT: Duration = Duration::from_secs(10);
+/// How often a wait for a reload looks again.
+const POLL_EVERY: Duration = Duration::from_millis(10);
 
 /// A policy whose `vcl_deliver` marks every response with `X-Policy: marker`.
 pub fn marking(marker: &str) -> String {
@@ -94,35 +96,27 @@ pub async fn start_watching(
 /// Waits until the active version's generation reaches `generation` (bounded polling; see the
 /// module doc).
 pub async fn wait_for_generation(running: &Running, generation: u64) {
-    let deadline = tokio::time::Instant::now() + RELOAD_LIMIT;
-    loop {
+    super::support::poll_until(RELOAD_LIMIT, POLL_EVERY, || {
         let active = running.active_version().generation;
-        if active >= generation {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "generation {generation} never came (still {active}); reloads: {:?}",
-            running.reload_status()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        (active >= generation).then_some(()).ok_or_else(|| {
+            format!(
+                "generation {generation} never came (still {active}); reloads: {:?}",
+                running.reload_status()
+            )
+        })
+    })
+    .await
 }
 
 /// Waits until `failed` reloads have failed (bounded polling; see the module doc).
 pub async fn wait_for_failures(running: &Running, failed: u64) {
-    let deadline = tokio::time::Instant::now() + RELOAD_LIMIT;
-    loop {
+    super::support::poll_until(RELOAD_LIMIT, POLL_EVERY, || {
         let status = running.reload_status();
-        if status.failed >= failed {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{failed} failed reload(s) never came: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        (status.failed >= failed)
+            .then_some(())
+            .ok_or_else(|| format!("{failed} failed reload(s) never came: {status:?}"))
+    })
+    .await
 }
 
 /// The `X-Policy` header of a response ("" when absent).

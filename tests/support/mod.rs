@@ -551,17 +551,23 @@ pub fn shared_clock(running: &Running, origin: &Origin) -> Clock {
 /// response a moment before the object is in the store. Tests that need the object stored
 /// (e.g. before a PURGE) wait here; it returns as soon as the insert happened.
 pub async fn eventually_stored(running: &Running, keys: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    poll_until(Duration::from_secs(5), Duration::from_millis(2), || {
+        let usage = running.cache_usage();
+        (usage.keys >= keys)
+            .then_some(())
+            .ok_or_else(|| format!("the store never reached {keys} keys: {usage:?}"))
+    })
+    .await
+}
+
+/// Calls `done` every `every` until it returns `Ok`; after `limit`, panics with its last `Err`
+/// (what never came). For the few waits with no signal to wait on; each caller says why.
+pub async fn poll_until(limit: Duration, every: Duration, mut done: impl FnMut() -> Result<(), String>) {
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if running.cache_usage().keys >= keys {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the store never reached {keys} keys: {:?}",
-            running.cache_usage()
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        let Err(missing) = done() else { return };
+        assert!(tokio::time::Instant::now() < deadline, "{missing}");
+        tokio::time::sleep(every).await;
     }
 }
 
