@@ -22,6 +22,7 @@
 //! match stream.on_request_headers(&mut req) {           // from vcl_recv
 //!     Ok(Verdict::Continue) => { /* req may have changed: re-derive cache key / backend */ }
 //!     Ok(Verdict::LocalResponse(local)) => { /* answer with it, like synth */ }
+//!     Ok(Verdict::Paused) => { /* await stream.resumed(): the plugin continues or answers */ }
 //!     Err(e) => { /* apply the plugin's .on_error; e.plugin, e.cause */ }
 //! }
 //! // ... fetch or cache lookup (the stream holds no lock across awaits) ...
