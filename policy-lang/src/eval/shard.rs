@@ -81,12 +81,18 @@ impl Program {
         let Some(args) = self.pick_args(pick, ctx) else {
             return Value::Backend(None);
         };
+        let index = (self.backends.len() + pick.director) as u32;
+        let lazy = BackendId::with_key(index, args.pack());
         if pick.lazy {
-            let index = (self.backends.len() + pick.director) as u32;
-            return Value::Backend(Some(BackendId::with_key(index, args.pack())));
+            return Value::Backend(Some(lazy));
         }
         let shard = self.directors.get(pick.director).and_then(|d| d.shard.as_deref());
-        Value::Backend(shard.and_then(|s| self.shard_pick(s, args, ctx)))
+        // With no healthy member the director itself stays the hint, as a lazy pick: the fetch
+        // then fails on one of its members as every director's does, rather than falling to
+        // the default backend as an unset hint would.
+        Value::Backend(Some(
+            shard.and_then(|s| self.shard_pick(s, args, ctx)).unwrap_or(lazy),
+        ))
     }
 
     /// A lazy shard pick, when the fetch starts (see [`Program::resolve_backend`]).

@@ -28,12 +28,17 @@ fn hint(p: &Program, ctx: &mut TestContext) -> Option<BackendId> {
     }
 }
 
+/// The backend the request goes to: the hint, or what the director it stayed picks then.
 fn pick_for(p: &Program, url: &str, sick: &[BackendId]) -> Option<BackendId> {
     let mut ctx = TestContext::request("GET", url);
     for b in sick {
         ctx.set_healthy(*b, false);
     }
-    hint(p, &mut ctx)
+    let picked = hint(p, &mut ctx)?;
+    if p.is_director(picked) {
+        return p.resolve_backend(picked, &ctx);
+    }
+    Some(picked)
 }
 
 /// The members of the ring in the order the walk for `key` meets them.
@@ -109,7 +114,15 @@ fn unhealthy_backends_are_skipped_per_healthy() {
     assert_eq!(
         pick_for(&p, "/", &[first, second, third]),
         None,
-        "none healthy: no backend"
+        "none healthy: no backend (the director stays the hint)"
+    );
+    let mut ctx = TestContext::request("GET", "/");
+    for b in [first, second, third] {
+        ctx.set_healthy(b, false);
+    }
+    assert!(
+        p.is_director(hint(&p, &mut ctx).unwrap()),
+        "not the default backend"
     );
     // IGNORE: health does not matter.
     let p = program(ABC, "vd.backend(by=KEY, key=4242, healthy=IGNORE)");
