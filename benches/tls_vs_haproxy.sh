@@ -23,6 +23,9 @@ done
 
 ORIGIN=19300 EDGE=19301 HAPROXY=19302
 mkdir -p "$RUN/www" "$RUN/nginx"
+# nginx's workers run as nobody: mktemp's 0700 made every request a 403, which neither cache
+# stores (session 4's first run measured those passes, not hits).
+chmod 755 "$RUN" "$RUN/www"
 head -c 510 /dev/urandom >"$RUN/www/small.gif"
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$RUN/key.pem" -out "$RUN/cert.pem" 2>/dev/null
@@ -86,7 +89,10 @@ cpu_ticks() {   # utime + stime of a process and its threads, in clock ticks
 
 row() {   # name pid url tool
     local name=$1 pid=$2 url=$3 tool=$4 before after requests rps
-    curl -sk -o /dev/null "$url"; curl -sk -o /dev/null "$url"   # stored before the load
+    curl -sk -o /dev/null "$url"   # stored before the load
+    local status
+    status=$(curl -sk -o /dev/null -w '%{http_code}' "$url")
+    [ "$status" = 200 ] || { echo "$name answers $status for $url, not 200: not measured" >&2; exit 1; }
     before=$(cpu_ticks "$pid")
     if [ "$tool" = h2 ]; then
         out=$(taskset -c 1 h2load -c100 -m10 -D "$SECONDS_PER_ROW" "$url" 2>&1)
