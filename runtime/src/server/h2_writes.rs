@@ -75,29 +75,23 @@ impl<T: AsyncWrite + Unpin> H2Writes<T> {
         Poll::Ready(Ok(()))
     }
 
-    /// Writes what is held and then `bufs`, in one vectored write where the transport allows;
-    /// the count is of `bufs`' bytes only.
-    fn poll_write_after_held(
-        &mut self,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
+    /// Writes what is held and then `buf`, in one vectored write where the transport allows;
+    /// the count is of `buf`'s bytes only.
+    fn poll_write_after_held(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         while !self.held.is_empty() {
-            let mut joined = Vec::with_capacity(bufs.len() + 1);
-            joined.push(IoSlice::new(&self.held));
-            joined.extend(bufs.iter().map(|buf| IoSlice::new(buf)));
+            let joined = [IoSlice::new(&self.held), IoSlice::new(buf)];
             let n = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, &joined))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             if n >= self.held.len() {
-                let of_bufs = n - self.held.len();
+                let of_buf = n - self.held.len();
                 self.held.clear();
-                return Poll::Ready(Ok(of_bufs));
+                return Poll::Ready(Ok(of_buf));
             }
             self.held.drain(..n);
         }
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 }
 
@@ -106,10 +100,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for H2Writes<T> {
         let this = self.get_mut();
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        if matches!(this.protocol, Protocol::Sniffing(_)) {
-            let filled = buf.filled()[before..].to_vec();
-            this.sniff(&filled);
-        }
+        this.sniff(&buf.filled()[before..]);
         Poll::Ready(Ok(()))
     }
 }
@@ -124,7 +115,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for H2Writes<T> {
             this.held.extend_from_slice(buf);
             return Poll::Ready(Ok(buf.len()));
         }
-        this.poll_write_after_held(cx, &[IoSlice::new(buf)])
+        this.poll_write_after_held(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -132,11 +123,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for H2Writes<T> {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // Nothing is held off HTTP/2, and on HTTP/2 h2 does not write vectored (it was told it
+        // cannot); should anything be held all the same, it goes first.
         let this = self.get_mut();
-        if this.held.is_empty() {
-            return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        }
-        this.poll_write_after_held(cx, bufs)
+        ready!(this.poll_write_held(cx))?;
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
