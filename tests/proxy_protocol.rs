@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use edgecache_runtime::config::ListenSpec;
 use edgecache_runtime::Running;
-use support::proxy_protocol::{v2_frame, v2_header};
+use support::proxy_protocol::{tlv, v2_frame, v2_header};
 use support::{start_proxy, write_policy, CapturedLog, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
 
 /// Marks requests from the documentation networks and 127.0.0.2 (a second loopback client),
@@ -76,9 +76,10 @@ async fn proxy_v2_header_sets_client_ip_for_the_acl_and_x_forwarded_for() {
     let (_proxy, addr) = start_proxy_listener(&origin).await;
     // As HAProxy's `send-proxy-v2-ssl` writes it: ALPN and SSL TLVs after the addresses; the
     // request in the same write, as a load balancer's first segment may carry it.
-    let mut tlvs = vec![0x01, 0, 2, b'h', b'2'];
-    tlvs.extend([0x20, 0, 5 + 3 + 7, 0x01, 0, 0, 0, 0, 0x21, 0, 7]);
-    tlvs.extend(b"TLSv1.3");
+    let mut ssl = vec![0x01, 0, 0, 0, 0];
+    ssl.extend(tlv(0x21, b"TLSv1.3"));
+    let mut tlvs = tlv(0x01, b"h2");
+    tlvs.extend(tlv(0x20, &ssl));
     let client = SocketAddr::new(Ipv4Addr::new(203, 0, 113, 9).into(), 51000);
     let mut bytes = v2_header(client, "192.0.2.1:443".parse().unwrap(), &tlvs);
     bytes.extend(GET.as_bytes());
