@@ -6,13 +6,13 @@
 mod support;
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use edgecache_runtime::config::ListenSpec;
 use edgecache_runtime::Running;
 use support::proxy_protocol::{tlv, v2_frame, v2_header};
-use support::{start_proxy, write_policy, CapturedLog, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
+use support::{start_proxy, write_policy, CapturedLog, Daemon, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
 
 /// Marks requests from the documentation networks and 127.0.0.2 (a second loopback client),
 /// and passes every request, so each one reaches the origin with what the policy saw.
@@ -189,63 +189,42 @@ async fn plain_listener_answers_400_to_a_proxy_line() {
 
 /// HAProxy (the Debian package) forwarding TCP from an ephemeral port to `backend` with
 /// `send-proxy-v2`, from a configuration in a temporary directory. Stopped when dropped.
-struct Haproxy {
-    addr: SocketAddr,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Haproxy {
-    async fn start(backend: SocketAddr) -> Haproxy {
-        let dir = tempfile::Builder::new()
-            .prefix("edgecache-haproxy-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("temp dir");
-        let addr = support::unused_port().await;
-        let config = format!(
-            "global\n  maxconn 64\n\
-             defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 20s\n  timeout server 20s\n\
-             listen front\n  bind {addr}\n  server edgecache {backend} send-proxy-v2\n"
-        );
-        let config_path = dir.path().join("haproxy.cfg");
-        std::fs::write(&config_path, config).expect("write haproxy.cfg");
-        let child = Command::new("haproxy")
-            .arg("-db")
-            .arg("-f")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!(
-                    "this test needs HAProxy in front of edgecache, and `haproxy` could not be \
-                     started ({error}); install it: `apt-get install -y --no-install-recommends \
-                     haproxy` (Debian/Ubuntu; .ci/run does this)"
-                )
-            });
-        let mut haproxy = Haproxy {
-            addr,
-            child,
-            _dir: dir,
-        };
-        support::wait_until_listening(&mut haproxy.child, "haproxy", haproxy.addr, None).await;
-        haproxy
-    }
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+async fn start_haproxy(backend: SocketAddr) -> Daemon {
+    let dir = tempfile::Builder::new()
+        .prefix("edgecache-haproxy-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir");
+    let addr = support::unused_port().await;
+    let config = format!(
+        "global\n  maxconn 64\n\
+         defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 20s\n  timeout server 20s\n\
+         listen front\n  bind {addr}\n  server edgecache {backend} send-proxy-v2\n"
+    );
+    let config_path = dir.path().join("haproxy.cfg");
+    std::fs::write(&config_path, config).expect("write haproxy.cfg");
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&config_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "this test needs HAProxy in front of edgecache, and `haproxy` could not be \
+                 started ({error}); install it: `apt-get install -y --no-install-recommends \
+                 haproxy` (Debian/Ubuntu; .ci/run does this)"
+            )
+        });
+    Daemon::listening("haproxy", child, addr, dir, None).await
 }
 
 #[tokio::test]
 async fn haproxy_send_proxy_v2_in_front_sets_client_ip() {
     let origin = Origin::fixed(OriginReply::ok("page")).await;
     let (_proxy, addr) = start_proxy_listener(&origin).await;
-    let haproxy = Haproxy::start(addr).await;
+    let haproxy = start_haproxy(addr).await;
     // From 127.0.0.2: HAProxy itself connects to edgecache from 127.0.0.1, so only the header
     // can tell edgecache who the client is.
     let mut conn = RawConn::connect_from(Ipv4Addr::new(127, 0, 0, 2).into(), haproxy.addr).await;

@@ -7,7 +7,7 @@ mod support;
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use edgecache_runtime::config::BackendTimeouts;
 use http::{Method, Request, Version};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use support::{get, start_proxy, CapturedLog, Client, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
+use support::{get, start_proxy, CapturedLog, Client, Daemon, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -374,78 +374,56 @@ sub vcl_deliver {
 
 // === nginx as the origin ===
 
-/// nginx (the Debian package) serving a directory on an ephemeral port, from a configuration
-/// in a temporary directory under Cargo's target dir. Stopped when dropped.
-struct Nginx {
-    addr: SocketAddr,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    async fn start(files: &[(&str, &str)]) -> Nginx {
-        let dir = tempfile::Builder::new()
-            .prefix("edgecache-nginx-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("temp dir");
-        let root = dir.path().join("www");
-        std::fs::create_dir(&root).expect("www dir");
-        for (name, text) in files {
-            std::fs::write(root.join(name), text).expect("write a served file");
-        }
-        let addr = support::unused_port().await;
-        let path = dir.path().display();
-        let config = format!(
-            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {path}/nginx.pid;\n\
-             error_log {path}/error.log warn;\nevents {{ worker_connections 64; }}\n\
-             http {{\n  access_log {path}/access.log;\n  client_body_temp_path {path}/body;\n\
-             keepalive_requests 1000;\n  server {{\n    listen {addr};\n    root {root};\n  }}\n}}\n",
-            root = root.display()
-        );
-        let config_path = dir.path().join("nginx.conf");
-        std::fs::File::create(&config_path)
-            .and_then(|mut file| file.write_all(config.as_bytes()))
-            .expect("write nginx.conf");
-        let child = Command::new("nginx")
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .arg("-c")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!(
-                    "this test needs nginx as its origin, and `nginx` could not be started \
-                     ({error}); install it: `apt-get install -y --no-install-recommends \
-                     nginx-light` (Debian/Ubuntu; .ci/run does this)"
-                )
-            });
-        let mut nginx = Nginx {
-            addr,
-            child,
-            _dir: dir,
-        };
-        let log = nginx._dir.path().join("error.log");
-        support::wait_until_listening(&mut nginx.child, "nginx", nginx.addr, Some(&log)).await;
-        nginx
+/// nginx (the Debian package) serving `files` on an ephemeral port, from a configuration in a
+/// temporary directory under Cargo's target dir. Stopped when dropped.
+async fn start_nginx(files: &[(&str, &str)]) -> Daemon {
+    let dir = tempfile::Builder::new()
+        .prefix("edgecache-nginx-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir");
+    let root = dir.path().join("www");
+    std::fs::create_dir(&root).expect("www dir");
+    for (name, text) in files {
+        std::fs::write(root.join(name), text).expect("write a served file");
     }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    let addr = support::unused_port().await;
+    let path = dir.path().display();
+    let config = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {path}/nginx.pid;\n\
+         error_log {path}/error.log warn;\nevents {{ worker_connections 64; }}\n\
+         http {{\n  access_log {path}/access.log;\n  client_body_temp_path {path}/body;\n\
+         keepalive_requests 1000;\n  server {{\n    listen {addr};\n    root {root};\n  }}\n}}\n",
+        root = root.display()
+    );
+    let config_path = dir.path().join("nginx.conf");
+    std::fs::File::create(&config_path)
+        .and_then(|mut file| file.write_all(config.as_bytes()))
+        .expect("write nginx.conf");
+    let child = Command::new("nginx")
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-e")
+        .arg(dir.path().join("error.log"))
+        .arg("-c")
+        .arg(&config_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "this test needs nginx as its origin, and `nginx` could not be started \
+                 ({error}); install it: `apt-get install -y --no-install-recommends \
+                 nginx-light` (Debian/Ubuntu; .ci/run does this)"
+            )
+        });
+    Daemon::listening("nginx", child, addr, dir, Some("error.log")).await
 }
 
 #[tokio::test]
 async fn fat_get_is_not_smuggled_to_nginx() {
     const SECRET: &str = "TOP-SECRET: only for whoever asks for /secret.txt";
-    let nginx = Nginx::start(&[("page.txt", "a public page"), ("secret.txt", SECRET)]).await;
+    let nginx = start_nginx(&[("page.txt", "a public page"), ("secret.txt", SECRET)]).await;
     let (_proxy, addr) = start_proxy(nginx.addr, |config| config.timeouts = short_timeouts()).await;
 
     // The issue's sequence: a fat GET whose `Content-Length` covers the head of the next

@@ -461,35 +461,51 @@ async fn answer(
     response
 }
 
-/// Polls until a server the test started as a process (nginx, HAProxy) accepts connections on
-/// `addr` (such servers say nothing when they are ready), failing with its stderr and
-/// `log_file` if it exits first, or once `EXCHANGE_LIMIT` has passed.
-pub async fn wait_until_listening(
-    child: &mut std::process::Child,
-    name: &str,
-    addr: SocketAddr,
-    log_file: Option<&std::path::Path>,
-) {
-    let deadline = tokio::time::Instant::now() + EXCHANGE_LIMIT;
-    loop {
-        if TcpStream::connect(addr).await.is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+/// A server the test started as a process (nginx, HAProxy), listening on `addr`, its files in
+/// `dir`; killed and reaped when dropped.
+pub struct Daemon {
+    pub addr: SocketAddr,
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Polls until `child` accepts connections on `addr` (such servers say nothing when they
+    /// are ready), failing with its stderr and `log_file` (in `dir`) if it exits first, or
+    /// once `EXCHANGE_LIMIT` has passed.
+    pub async fn listening(
+        name: &str,
+        mut child: std::process::Child,
+        addr: SocketAddr,
+        dir: tempfile::TempDir,
+        log_file: Option<&str>,
+    ) -> Daemon {
+        let deadline = tokio::time::Instant::now() + EXCHANGE_LIMIT;
+        while TcpStream::connect(addr).await.is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                }
+                let log = log_file
+                    .and_then(|file| std::fs::read_to_string(dir.path().join(file)).ok())
+                    .unwrap_or_default();
+                panic!("{name} exited ({status}) before listening: {stderr}{log}");
             }
-            let log = log_file
-                .and_then(|path| std::fs::read_to_string(path).ok())
-                .unwrap_or_default();
-            panic!("{name} exited ({status}) before listening: {stderr}{log}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} did not listen on {addr} in time"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} did not listen on {addr} in time"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        Daemon { addr, child, dir }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
