@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use edgecache_runtime::Running;
 use http::StatusCode;
-use support::{get, Origin, OriginReply};
+use support::{get, until, Origin, OriginReply};
 
 /// An origin that answers with `name` (and `extra` applied to the reply).
 async fn named(name: &'static str, extra: fn(OriginReply) -> OriginReply) -> Origin {
@@ -204,18 +204,6 @@ sub vcl_recv {{ set req.backend_hint = {pick}; return (pass); }}\n",
     assert_eq!(moved, on_c, "every URL of the removed origin moved, nothing else");
     let fraction = moved as f64 / urls.len() as f64;
     assert!((0.2..=0.47).contains(&fraction), "moved fraction {fraction}");
-}
-
-/// Polls `check` (a request through the proxy) until it holds; for background probes, whose
-/// next run is the event to wait for. Bounded: a few seconds at most.
-async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out waiting until {what}");
 }
 
 #[tokio::test]

@@ -8,7 +8,6 @@ mod support;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -320,17 +319,6 @@ async fn a_certificate_for_another_name_is_refused_unless_ssl_verify_host_is_off
     );
     let lenient = get(addr, "/lenient", &[("host", "site.test")]).await;
     assert_eq!(lenient.status, StatusCode::OK, "{}", lenient.text());
-}
-
-/// Polls `check` until it holds: the probes' next runs are the events waited for.
-async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out waiting until {what}");
 }
 
 #[tokio::test]

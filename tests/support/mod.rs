@@ -587,6 +587,18 @@ pub async fn poll_until(limit: Duration, every: Duration, mut done: impl FnMut()
     }
 }
 
+/// Polls `check` (usually a request through the proxy) every 25 ms until it holds, for at most
+/// 5 s; for background probes, whose next run is the event waited for.
+pub async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
 // === replies ===
 
 /// A complete response as a client received it.
