@@ -97,16 +97,11 @@ sub vcl_recv {{ return (pass); }}
         "up",
         "initial = threshold: healthy"
     );
-    // The probe's next failing run is the event; bounded at a few seconds.
-    let mut sick = false;
-    for _ in 0..200 {
-        if client.get(addr, "/", &[]).await.status == http::StatusCode::SERVICE_UNAVAILABLE {
-            sick = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(sick, "the default probe never marked the backend sick");
+    // The probe's next failing run is the event.
+    support::until("the default probe marks the backend sick", async || {
+        client.get(addr, "/", &[]).await.status == http::StatusCode::SERVICE_UNAVAILABLE
+    })
+    .await;
     assert!(origin.requests_for("/health") >= 1);
 }
 
