@@ -357,3 +357,50 @@ async fn a_custom_format_string_logs_the_handling_and_request_id() {
     assert_eq!((&first[1], &second[1]), ("miss", "hit"));
     assert_ne!(&first[2], &second[2], "each request has its own id");
 }
+
+/// `--threads 1` runs one current-thread runtime: a cacheable page is a MISS then a HIT on
+/// HTTP/1.1 and h2c, and SIGHUP reloads the policy (on the blocking pool) while it serves.
+#[tokio::test]
+async fn one_thread_serves_caches_and_reloads() {
+    let origin = named_origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("site.vcl");
+    let write_policy = |stamp: &str| {
+        std::fs::write(
+            &policy,
+            format!(
+                "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+                 sub vcl_deliver {{ set resp.http.x-policy = \"{stamp}\"; }}\n",
+                origin.addr.port()
+            ),
+        )
+        .unwrap()
+    };
+    write_policy("one");
+    let running = Running::start(&["--threads", "1", "--no-watch", "-f", policy.to_str().unwrap()]);
+    let first = get(running.addr, "/page", &[]).await;
+    let second = get(running.addr, "/page", &[]).await;
+    assert_eq!(first.header("x-cache"), Some("MISS"));
+    assert_eq!(second.header("x-cache"), Some("HIT"));
+    assert_eq!(second.header("x-policy"), Some("one"));
+    // Ten streams at once on one connection: the current-thread runtime answers them all.
+    let h2 = support::H2c::connect(running.addr).await;
+    let streams = (0..10).map(|_| {
+        let mut stream = h2.clone_stream();
+        async move { stream.get("/page", &[]).await }
+    });
+    for reply in futures_util::future::join_all(streams).await {
+        assert_eq!(reply.header("x-cache"), Some("HIT"));
+    }
+    let over_h2 = h2.clone_stream().get("/page", &[]).await;
+    assert_eq!(over_h2.version, http::Version::HTTP_2);
+    assert_eq!(over_h2.header("x-cache"), Some("HIT"));
+
+    write_policy("two");
+    running.signal("HUP");
+    running.line_with("reloaded");
+    let after = get(running.addr, "/page", &[]).await;
+    assert_eq!(after.header("x-policy"), Some("two"));
+    assert_eq!(after.header("x-cache"), Some("HIT"), "the reload keeps the cache");
+    assert_eq!(origin.requests(), 1);
+}
