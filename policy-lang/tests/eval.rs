@@ -12,6 +12,12 @@ fn program(src: &str) -> Program {
     }
 }
 
+/// Asserts that `src` is refused with a diagnostic containing `wanted`.
+fn refused(src: &str, wanted: &str) {
+    let diagnostics = load_str("test.vcl", src).map(|_| ()).expect_err("refused");
+    assert!(diagnostics.render().contains(wanted), "{}", diagnostics.render());
+}
+
 fn synth(status: u16, reason: &str) -> Action {
     Action::Synth {
         status,
@@ -452,20 +458,21 @@ fn return_vcl_switches_to_a_label_from_vcl_recv_only() {
     // Falls through to the builtin otherwise.
     let mut c = TestContext::request("GET", "/");
     assert_eq!(p.run(Sub::Recv, &mut c), Action::Lookup);
-    let refused = |body: &str, wanted: &str| {
-        let text = format!("vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{body}\n");
-        let diagnostics = load_str("test.vcl", &text).map(|_| ()).expect_err("refused");
-        assert!(diagnostics.render().contains(wanted), "{}", diagnostics.render());
+    let refused_sub = |body: &str, wanted: &str| {
+        refused(
+            &format!("vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{body}\n"),
+            wanted,
+        )
     };
-    refused(
+    refused_sub(
         "sub vcl_deliver { return (vcl(site_a)); }",
         "`return (vcl)` is not allowed in `vcl_deliver`",
     );
-    refused(
+    refused_sub(
         "sub vcl_recv { return (vcl(\"site_a\")); }",
         "`vcl(...)` takes one label name",
     );
-    refused(
+    refused_sub(
         "sub vcl_recv { return (vcl); }",
         "`vcl(...)` takes one label name",
     );
@@ -473,29 +480,14 @@ fn return_vcl_switches_to_a_label_from_vcl_recv_only() {
 
 #[test]
 fn pass_with_duration_outside_backend_response_is_refused() {
-    let diagnostics = load_str(
-        "test.vcl",
+    refused(
         "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\nsub vcl_recv { return (pass(10s)); }\n",
-    )
-    .map(|_| ())
-    .expect_err("refused");
-    assert!(
-        diagnostics
-            .render()
-            .contains("only allowed in `vcl_backend_response`"),
-        "{}",
-        diagnostics.render()
+        "only allowed in `vcl_backend_response`",
     );
-    let diagnostics = load_str(
-        "test.vcl",
+    // A STRING is not a DURATION.
+    refused(
         "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\nsub vcl_backend_response { return (pass(\"x\")); }\n",
-    )
-    .map(|_| ())
-    .expect_err("a STRING is not a DURATION");
-    assert!(
-        diagnostics.render().contains("DURATION"),
-        "{}",
-        diagnostics.render()
+        "DURATION",
     );
 }
 
@@ -516,18 +508,9 @@ fn probe_default_is_the_probe_of_backends_without_one() {
         .collect();
     assert_eq!(urls, [("default", Some("/health")), ("mine", Some("/own"))]);
 
-    let twice = load_str(
-        "test.vcl",
+    refused(
         "vcl 4.1;\nprobe default { .url = \"/a\"; }\nprobe default { .url = \"/b\"; }\nbackend default { .host = \"127.0.0.1\"; }\n",
-    )
-    .map(|_| ())
-    .expect_err("two default probes");
-    assert!(
-        twice
-            .render()
-            .contains("`probe default` is defined more than once"),
-        "{}",
-        twice.render()
+        "`probe default` is defined more than once",
     );
 }
 
@@ -557,13 +540,11 @@ fn varnish_request_state_variables_check_and_req_top_is_read_only() {
         "req_top is req without ESI"
     );
 
-    let written = load_str(
-        "test.vcl",
+    // req_top is read-only.
+    refused(
         "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\nsub vcl_recv { set req_top.url = \"/x\"; }\n",
-    )
-    .map(|_| ())
-    .expect_err("req_top is read-only");
-    assert!(written.render().contains("req_top.url"), "{}", written.render());
+        "req_top.url",
+    );
 }
 
 #[test]
