@@ -13,9 +13,19 @@ use edgecache_runtime::config::{
 };
 use edgecache_runtime::{Config, ConfigError};
 
+/// `--version`: the release, the commit and the build profile (stamped by build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("EDGECACHE_COMMIT"),
+    ", ",
+    env!("EDGECACHE_PROFILE"),
+    " build)"
+);
+
 /// A caching reverse proxy with a VCL-like policy language.
 #[derive(Parser)]
-#[command(name = "edgecache", version, args_conflicts_with_subcommands = true)]
+#[command(name = "edgecache", version = VERSION, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -43,6 +53,8 @@ enum Command {
     },
     /// Talk to a running edgecache's admin API: status, stats, metrics, backends, purge, ban, reload.
     Admin(AdminArgs),
+    /// Print the manual page (roff) on stdout: `edgecache man > edgecache.1`.
+    Man,
 }
 
 /// The default admin API address (`-T`), as varnishd's.
@@ -618,6 +630,7 @@ fn main() -> ExitCode {
             files,
         }) => check_fragments(&files),
         Some(Command::Admin(args)) => admin(args),
+        Some(Command::Man) => man_page(),
         None => serve(cli.serve),
     }
 }
@@ -657,12 +670,29 @@ fn serve(mut args: ServeArgs) -> ExitCode {
             };
             tracing::info!(%instance, %address, proxy_protocol = spec.proxy_protocol, "listening ({speaks})");
         }
+        // Under a systemd `Type=notify` unit, the unit is started once edgecache listens and
+        // its policy is loaded; elsewhere NOTIFY_SOCKET is unset and this does nothing.
+        if let Err(error) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
+            tracing::warn!(%error, "cannot tell systemd that edgecache is ready (NOTIFY_SOCKET)");
+        }
     });
     drop(pid_file);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("edgecache: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn man_page() -> ExitCode {
+    use clap::CommandFactory;
+    let page = clap_mangen::Man::new(Cli::command());
+    match page.render(&mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("edgecache man: {error}");
             ExitCode::FAILURE
         }
     }
