@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use http::header::{HeaderMap, HeaderValue, AGE, DATE};
 
+use super::date::http_date;
 use super::syntax::{list_members, parse_delta, DELTA_SECONDS_MAX};
 
 #[cfg(test)]
@@ -32,12 +33,6 @@ pub(crate) fn parse_age(headers: &HeaderMap) -> Option<u64> {
 /// (RFC 9110 §6.6.1, §5.6.7). The first field line counts.
 pub(crate) fn parse_date(headers: &HeaderMap) -> Option<SystemTime> {
     http_date(headers.get(DATE)?)
-}
-
-/// Parses an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, obsolete RFC 850 and asctime forms).
-pub(crate) fn http_date(value: &HeaderValue) -> Option<SystemTime> {
-    let s = value.to_str().ok()?;
-    httpdate::parse_http_date(s.trim_matches([' ', '\t'])).ok()
 }
 
 /// Makes sure a received response carries a valid `Date`, inserting `response_time` when it

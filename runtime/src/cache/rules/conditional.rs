@@ -9,7 +9,7 @@ use http::header::{
 };
 use http::StatusCode;
 
-use super::age::http_date;
+use super::date::http_date;
 use super::syntax::{list_members, trim_ows};
 
 #[cfg(test)]

@@ -5,8 +5,9 @@ use std::time::{Duration, SystemTime};
 use http::header::{HeaderMap, EXPIRES, LAST_MODIFIED};
 use http::StatusCode;
 
-use super::age::{http_date, parse_date};
+use super::age::parse_date;
 use super::control::ResponseDirectives;
+use super::date::http_date;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@
 //! | module | decides | RFC |
 //! |---|---|---|
 //! | [`control`] | `Cache-Control` / `Pragma` / targeted (`CDN-Cache-Control`) directives | 9111 §5.2, §5.4; 9213 |
+//! | [`date`] | HTTP-dates in the three formats, as deployed servers write them | 9110 §5.6.7 |
 //! | [`age`] | `Age` parsing, corrected initial age, current age, `Date` on receipt | 9111 §4.2.3, §5.1; 9110 §6.6.1 |
 //! | [`freshness`] | freshness lifetime and its source; how long to keep an object | 9111 §4.2.1, §4.2.2, §5.3 |
 //! | [`storable`] | may this response be stored, and if not, why | 9111 §3, §3.5 |
@@ -38,6 +39,7 @@ use http::header::HeaderMap;
 pub(crate) mod age;
 pub(crate) mod conditional;
 pub(crate) mod control;
+pub(crate) mod date;
 pub(crate) mod freshness;
 pub(crate) mod invalidate;
 pub(crate) mod range;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use http::header::{HeaderMap, AUTHORIZATION, ETAG, LAST_MODIFIED, SET_COOKIE};
 use http::{Method, StatusCode};
 
-use super::age::http_date;
 use super::control::{RequestDirectives, ResponseDirectives};
+use super::date::http_date;
 use super::freshness::{has_explicit_expiration, is_heuristically_cacheable};
 use super::vary::VaryRule;
 

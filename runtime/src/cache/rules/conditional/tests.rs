@@ -85,6 +85,10 @@ fn client_conditionals() {
         (&[("if-modified-since", D1)], nothing, NM),
         // RFC 9111 §4.3.2: neither: stored after IMS → proceed
         (&[("if-modified-since", D0)], nothing, P),
+        // RFC 9110 §5.6.7 + §13.1.3: IMS in the RFC 850 form, stored Date only
+        (&[("if-modified-since", "Monday, 01-Jan-24 01:00:00 GMT")], date_only, NM),
+        // RFC 9110 §5.6.7 + §13.1.3: IMS in asctime form, lower case, wrong day name
+        (&[("if-modified-since", "fri jan  1 01:00:00 2024")], date_only, NM),
         // RFC 9110 §13.1.3: invalid date ignored
         (&[("if-modified-since", "yesterday")], etag_lm, P),
         // RFC 9110 §13.1.3: more than one member ignored

@@ -31,6 +31,15 @@ fn lifetime_sources() {
         (200, &[("date", DATE), ("expires", "0"), ("last-modified", DATE_MINUS_10D)], 0, S::Expires),
         // §5.3: invalid Expires date format: expired
         (200, &[("date", DATE), ("expires", "2024-01-01")], 0, S::Expires),
+        // §5.3 + RFC 9110 §5.6.7: Expires with day, month and zone in other letter cases
+        (200, &[("date", DATE), ("expires", "MON, 01 jan 2024 01:00:00 gmt")], 3600, S::Expires),
+        // §5.3 + RFC 9110 §5.6.7: a day name that does not match is ignored
+        (200, &[("date", DATE), ("expires", "Fri, 01 Jan 2024 01:00:00 GMT")], 3600, S::Expires),
+        // §5.3 + RFC 9110 §5.6.7: Expires in the RFC 850 and asctime forms
+        (200, &[("date", DATE), ("expires", "Monday, 01-Jan-24 01:00:00 GMT")], 3600, S::Expires),
+        (200, &[("date", "Mon Jan  1 00:00:00 2024"), ("expires", "Mon Jan  1 01:00:00 2024")], 3600, S::Expires),
+        // §5.3: another zone is an invalid Expires: expired
+        (200, &[("date", DATE), ("expires", "Mon, 01 Jan 2024 01:00:00 UTC")], 0, S::Expires),
         // §4.2.1: duplicate Expires, the first counts
         (200, &[("date", DATE), ("expires", DATE_PLUS_1H), ("expires", "0")], 3600, S::Expires),
         // §5.3: Expires without a valid Date (ensure_date not called): expired
