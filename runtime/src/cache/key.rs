@@ -1,6 +1,11 @@
-//! Cache keys: the bytes that identify an object before `Vary` selects a variant.
+//! Cache keys: the bytes that identify an object before `Vary` selects a variant, and the
+//! request field washed so that variants are few (`Accept-Encoding`).
 
 use std::sync::Arc;
+
+use http::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING};
+
+use super::rules::vary::accepts_gzip;
 
 /// The primary key of a cached object. By default host + path + query, so GET and HEAD share
 /// objects; a policy's `vcl_hash` can build it from other parts.
@@ -26,5 +31,56 @@ impl CacheKey {
     /// A key from what the policy's `vcl_hash` fed to `hash_data`.
     pub fn from_hash_data(data: &[u8]) -> CacheKey {
         CacheKey(data.into())
+    }
+}
+
+/// Washes `Accept-Encoding` of a request that is looked up, as Varnish's `http_gzip_support`
+/// does before `vcl_hash`: `gzip` when the request accepts gzip ([`accepts_gzip`]), else
+/// removed. The origin, asked with the washed request, answers gzip or identity, so a
+/// `Vary: Accept-Encoding` object has at most two variants, and each is one its clients can
+/// decode (a client asking for `br, gzip` gets gzip). Passed and piped requests keep theirs.
+pub fn wash_accept_encoding(request: &mut HeaderMap) {
+    if accepts_gzip(request) {
+        let mut lines = request.get_all(ACCEPT_ENCODING).iter();
+        if !(lines.next().is_some_and(|v| v == "gzip") && lines.next().is_none()) {
+            request.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+    } else {
+        request.remove(ACCEPT_ENCODING);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING};
+
+    use super::wash_accept_encoding;
+
+    #[test]
+    fn accept_encoding_is_washed_to_gzip_or_nothing() {
+        #[rustfmt::skip]
+        let table: &[(&[&str], Option<&str>)] = &[
+            // Varnish http_gzip_support: gzip accepted -> exactly `gzip`
+            (&["gzip"], Some("gzip")),
+            (&["br, gzip;q=0.5, deflate"], Some("gzip")),
+            (&["br", "GZIP"], Some("gzip")),
+            (&["x-gzip"], Some("gzip")),
+            // not accepted -> removed
+            (&["br"], None),
+            (&["gzip;q=0"], None),
+            (&["identity"], None),
+            (&[""], None),
+            (&[], None),
+        ];
+        for (lines, want) in table {
+            let mut headers = HeaderMap::new();
+            for line in *lines {
+                headers.append(ACCEPT_ENCODING, HeaderValue::from_str(line).unwrap());
+            }
+            wash_accept_encoding(&mut headers);
+            let got: Vec<_> = headers.get_all(ACCEPT_ENCODING).iter().collect();
+            let want: Vec<HeaderValue> = want.iter().map(|v| HeaderValue::from_static(v)).collect();
+            assert_eq!(got, want.iter().collect::<Vec<_>>(), "{lines:?}");
+        }
     }
 }

@@ -29,7 +29,7 @@ use super::{headers, pipe, respond, synth, Shared};
 use crate::backend::{ClientBody, OutgoingBody};
 use crate::cache::body::ProxyBody;
 use crate::cache::coalesce::{FetchOutcome, Join};
-use crate::cache::key::CacheKey;
+use crate::cache::key::{wash_accept_encoding, CacheKey};
 use crate::cache::object::CachedObject;
 use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::stale::{self, Reuse, StaleSituation};
@@ -174,6 +174,8 @@ async fn route(
             CacheState::Pass,
         );
     }
+    let mut parts = parts;
+    wash_accept_encoding(&mut parts.headers);
     let key = builtin::vcl_hash(&parts);
     match lookup(route, &parts, key, &mut Builtin::default()).await {
         Ok(served) => served,
@@ -475,6 +477,8 @@ async fn vcl_route(
                 Action::Lookup => {
                     session.obj_hits = 0;
                     (session.hit_miss, session.hit_pass) = (false, false);
+                    // As Varnish, after `vcl_recv` and before `vcl_hash`.
+                    wash_accept_encoding(&mut session.req.headers);
                     let key = vcl_key(program, &mut session);
                     let route = Route::pick(shared, version, client, session.backend_hint);
                     let looked = if session.hash_always_miss {

@@ -40,6 +40,7 @@ fn rule_from_response() {
 fn matching_requests() {
     let ae = fields(&["accept-encoding"]);
     let ua = fields(&["user-agent"]);
+    let al = fields(&["accept-language"]);
     let two = fields(&["accept", "accept-language"]);
     #[rustfmt::skip]
     let table: &[(&VaryRule, Pairs, Pairs, bool)] = &[
@@ -55,8 +56,37 @@ fn matching_requests() {
         (&ae, &[("accept-encoding", "gzip;q=1.0")], &[("accept-encoding", "gzip ; q = 1.0")], true),
         // §4.1: content-codings are case-insensitive (RFC 9110 §8.4.1)
         (&ae, &[("accept-encoding", "GZIP")], &[("accept-encoding", "gzip")], true),
-        // §4.1: order is significant (not reordered)
-        (&ae, &[("accept-encoding", "gzip, br")], &[("accept-encoding", "br, gzip")], false),
+        // §4.1 + RFC 9110 §12.4.2: a weighted list's order carries no meaning
+        (&ae, &[("accept-encoding", "gzip, br")], &[("accept-encoding", "br, gzip")], true),
+        // §4.1 + RFC 9110 §12.4.2: q=1, q=1.000 and no weight are the same weight
+        (&ae, &[("accept-encoding", "gzip;q=1, br;q=1.000")], &[("accept-encoding", "br, gzip")], true),
+        // §4.1 + RFC 9110 §12.4.2: trailing zeros of a weight do not count
+        (&ae, &[("accept-encoding", "gzip;q=0.50")], &[("accept-encoding", "gzip; Q=0.5")], true),
+        // §4.1 + RFC 9110 §12.4.2: q=0 (not acceptable) in any spelling
+        (&ae, &[("accept-encoding", "gzip, br;q=0")], &[("accept-encoding", "br;q=0.000,gzip")], true),
+        // §4.1 + RFC 9110 §12.4.2: another weight is another variant
+        (&ae, &[("accept-encoding", "gzip, br;q=0.5")], &[("accept-encoding", "gzip, br;q=0.4")], false),
+        // §4.1 + RFC 9110 §12.4.2: an item more or less is another variant
+        (&ae, &[("accept-encoding", "gzip, br")], &[("accept-encoding", "gzip")], false),
+        // §4.1: not a weighted list (another parameter): compared as written, lowercased
+        (&ae, &[("accept-encoding", "gzip;level=1, br")], &[("accept-encoding", "GZIP;level=1,br")], true),
+        (&ae, &[("accept-encoding", "gzip;level=1, br")], &[("accept-encoding", "br, gzip;level=1")], false),
+        // §4.1: an invalid weight is compared as written, never equal to a valid one
+        (&ae, &[("accept-encoding", "gzip;q=2")], &[("accept-encoding", "gzip")], false),
+        (&ae, &[("accept-encoding", "gzip;q=0.5")], &[("accept-encoding", "gzip;q=0.5000")], false),
+        // RFC 9110 §12.5.4 + RFC 4647: language tags in any case and order, with weights
+        (&al, &[("accept-language", "en-US, fr;q=0.8, de;q=0.5")], &[("accept-language", "de;q=0.50,FR;q=0.8 , en-us")], true),
+        // RFC 9110 §12.5.4: the same tags with other weights differ
+        (&al, &[("accept-language", "en, fr;q=0.8")], &[("accept-language", "fr, en;q=0.8")], false),
+        // RFC 9110 §12.5.4: a range is not its prefix
+        (&al, &[("accept-language", "en")], &[("accept-language", "en-us")], false),
+        // RFC 9110 §12.5.4: "*" is an item like any other
+        (&al, &[("accept-language", "*;q=0.1, en")], &[("accept-language", "en,*;q=0.1")], true),
+        // §4.1: more items than are put in order: compared as written
+        (&al, &[("accept-language", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q")], &[("accept-language", "a, b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q")], true),
+        (&al, &[("accept-language", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q")], &[("accept-language", "b,a,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q")], false),
+        // §4.1: the canonical form of one value never equals the verbatim form of another
+        (&al, &[("accept-language", "en")], &[("accept-language", "en;x")], false),
         // §4.1: absent matches only absent
         (&ae, &[], &[], true),
         // §4.1: absent differs from empty
@@ -106,4 +136,37 @@ fn prefix_fingerprint_does_not_match() {
     let fp = rule.request_fingerprint(&headers(&[("accept", "a")])).unwrap();
     assert!(!rule.matches(&headers(&[("accept", "ab")]), &fp));
     assert!(!rule.matches(&headers(&[("accept", "a")]), &fp[..fp.len() - 1]));
+}
+
+#[test]
+fn requests_accepting_gzip() {
+    #[rustfmt::skip]
+    let table: &[(Pairs, bool)] = &[
+        // RFC 9110 §12.5.3: gzip named, no weight (1)
+        (&[("accept-encoding", "gzip")], true),
+        // RFC 9110 §12.5.3: among others, any case, any line
+        (&[("accept-encoding", "br"), ("accept-encoding", "deflate, GZip")], true),
+        // RFC 9110 §12.5.3: a weight above 0
+        (&[("accept-encoding", "br, gzip;q=0.001")], true),
+        // RFC 9110 §12.5.3: q=0 is "not acceptable"
+        (&[("accept-encoding", "gzip;q=0, br")], false),
+        (&[("accept-encoding", "gzip ; Q = 0.000")], false),
+        // RFC 9110 §8.4.1.3: x-gzip is gzip, with no weights
+        (&[("accept-encoding", "x-gzip;q=0")], true),
+        // RFC 9110 §12.5.3: other parameters do not matter
+        (&[("accept-encoding", "gzip;level=9")], true),
+        // an invalid weight is not acceptance
+        (&[("accept-encoding", "gzip;q=high")], false),
+        // RFC 9110 §12.5.3: "*" is not gzip by name (Varnish's rule)
+        (&[("accept-encoding", "*")], false),
+        // RFC 9110 §12.5.3: a coding that only starts with gzip
+        (&[("accept-encoding", "gzipped")], false),
+        // RFC 9110 §12.5.3: none, empty, or identity only
+        (&[], false),
+        (&[("accept-encoding", "")], false),
+        (&[("accept-encoding", "identity")], false),
+    ];
+    for (pairs, want) in table {
+        assert_eq!(accepts_gzip(&headers(pairs)), *want, "{pairs:?}");
+    }
 }
