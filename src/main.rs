@@ -55,6 +55,28 @@ enum Command {
     Admin(AdminArgs),
     /// Print the manual page (roff) on stdout: `edgecache man > edgecache.1`.
     Man,
+    /// Live counters of a running edgecache, as varnishstat: a screen refreshing in place with
+    /// rates, or `-1` for one plain dump of every counter.
+    Stat(StatArgs),
+}
+
+#[derive(Args)]
+struct StatArgs {
+    /// Admin API address of the running edgecache.
+    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT", default_value_t = DEFAULT_ADMIN)]
+    address: SocketAddr,
+    /// File holding the bearer token, when the server requires one.
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Print every counter once, `name value` per line, and exit (varnishstat -1).
+    #[arg(short = '1')]
+    once: bool,
+    /// Time between screens.
+    #[arg(short = 'w', long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    interval: Duration,
+    /// Stop after this many screens (default: until Ctrl-C).
+    #[arg(short = 'c', long, value_name = "N")]
+    count: Option<u64>,
 }
 
 /// The default admin API address (`-T`), as varnishd's.
@@ -62,8 +84,9 @@ const DEFAULT_ADMIN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net:
 
 #[derive(Args)]
 struct AdminArgs {
-    /// Admin API address of the running edgecache.
-    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT", default_value_t = DEFAULT_ADMIN)]
+    /// Admin API address of the running edgecache; :PORT is that port on this machine (a
+    /// server started with -T :PORT listens on every interface, loopback included).
+    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT|:PORT", default_value_t = DEFAULT_ADMIN, value_parser = parse_admin_address)]
     address: SocketAddr,
     /// File holding the bearer token, when the server requires one.
     #[arg(long = "admin-token-file", value_name = "FILE")]
@@ -82,20 +105,43 @@ enum AdminAction {
     Metrics,
     /// Backends of the active version with their counters.
     Backends,
-    /// Remove every variant of a URL (the default cache key: Host + URL).
+    /// Remove every variant of a URL (the default cache key: Host + URL), or with --key every
+    /// object tagged with a surrogate key.
     Purge {
         /// `/path?query` (under every host, or --host's) or `http://host/path?query`.
-        url: String,
+        #[arg(required_unless_present = "key", conflicts_with = "key")]
+        url: Option<String>,
         /// Host the URL was requested with (as in the client's Host header); without it a
         /// path is purged under every host (a ban on req.url).
         #[arg(long)]
         host: Option<String>,
+        /// Surrogate keys, separated by commas: every object whose xkey, Surrogate-Key or
+        /// Cache-Tag header names one is purged.
+        #[arg(long, value_name = "K1,K2")]
+        key: Option<String>,
+        /// Make the objects stale instead of removing them: they are served in grace while one
+        /// fetch refreshes each.
+        #[arg(long)]
+        soft: bool,
     },
     /// Ban objects matching a VCL ban expression, e.g. 'req.url ~ "^/news/"'.
     Ban {
         /// The expression; several words are joined with spaces.
         #[arg(required = true, num_args = 1.., value_name = "EXPR")]
         expr: Vec<String>,
+    },
+    /// The ban list (varnishadm's ban.list): each ban's age, whether the lurker (bans on obj.*)
+    /// or lookups apply it, and how many objects it removed.
+    #[command(name = "ban.list", alias = "bans")]
+    BanList,
+    /// Override a backend's health as varnishadm's backend.set_health: sick or healthy whatever
+    /// its probe says, auto to follow the probe again. NAME is a backend of the active policy
+    /// (`default` for -b), or `*` for every backend.
+    #[command(name = "backend.set_health")]
+    SetHealth {
+        name: String,
+        #[arg(value_parser = ["healthy", "sick", "auto"])]
+        health: String,
     },
     /// Reload the policy now; prints the new generation or the diagnostics.
     Reload,
@@ -168,8 +214,9 @@ struct ServeArgs {
     /// default_keep, connect_timeout, first_byte_timeout, between_bytes_timeout, timeout_idle,
     /// send_timeout, idle_send_timeout, pipe_timeout, http_req_hdr_len, http_req_size,
     /// http_max_hdr, h2_rapid_reset_limit, h2_rapid_reset_period, h2_max_concurrent_streams,
-    /// max_restarts=4, max_retries=4, feature=+http2. The edgecache flag of the same setting
-    /// wins over it.
+    /// max_restarts=4, max_retries=4, ban_lurker_age, ban_lurker_batch, ban_lurker_sleep
+    /// (batch/sleep is --ban-lurker-rate), feature=+http2. The edgecache flag of the same
+    /// setting wins over it.
     #[arg(short = 'p', value_name = "NAME=VALUE")]
     param: Vec<String>,
     /// Instance name (varnishd's -n), shown in the start-up log. Default edgecache.
@@ -233,6 +280,10 @@ struct ServeArgs {
     /// Pipes (return (pipe), WebSockets) open at once; past it 503. Default 5000.
     #[arg(long, value_name = "N")]
     max_pipes: Option<usize>,
+    /// How deep ESI includes nest: a page at this level makes no more includes (Varnish's
+    /// max_esi_depth). Default 5.
+    #[arg(long, value_name = "N")]
+    max_esi_depth: Option<u32>,
     /// How often a backend whose .host is a name is looked up again; new addresses take new
     /// connections without a reload. Default 30s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -281,12 +332,24 @@ struct ServeArgs {
     /// Store responses that set cookies (Varnish's builtin VCL does not).
     #[arg(long)]
     store_set_cookie: bool,
+    /// Never store a POST response for later GETs (by default one with explicit freshness and
+    /// a Content-Location naming the request's URL is, RFC 9110 §9.3.3; Varnish passes POSTs).
+    #[arg(long)]
+    no_store_post_responses: bool,
     /// How long past freshness an object may be served when the origin fails. Default 10s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     grace: Option<Duration>,
     /// How long objects with validators are kept past freshness for revalidation. Default 10m.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     keep: Option<Duration>,
+    /// Stored objects the ban lurker tests per second at most against bans on obj.*, which it
+    /// then drops; 0 turns it off. Default 100000 (Varnish's ban_lurker_batch per
+    /// ban_lurker_sleep).
+    #[arg(long, value_name = "OBJECTS")]
+    ban_lurker_rate: Option<u64>,
+    /// Bans younger than this are left to lookups (Varnish's ban_lurker_age). Default 60s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    ban_lurker_age: Option<Duration>,
     /// Ignore the request's Cache-Control and Pragma (clients cannot force refreshes).
     #[arg(long)]
     ignore_request_cache_control: bool,
@@ -308,6 +371,18 @@ struct ServeArgs {
     /// forwarded, for downstream caches of the same CDN tier; RFC 9213).
     #[arg(long)]
     strip_targeted_cache_control: bool,
+    /// Response headers whose keys (separated by commas or blanks) index objects for purges by
+    /// key (xkey.purge, POST /purge?key=): names separated by commas, or "off". Default
+    /// xkey,Surrogate-Key,Cache-Tag.
+    #[arg(long, value_name = "NAMES")]
+    surrogate_key_headers: Option<String>,
+    /// Deliver the surrogate-key headers to clients (by default they are removed, as Fastly does).
+    #[arg(long)]
+    keep_surrogate_key_headers: bool,
+    /// Show the backend, its address and the OS error on the page of a failed fetch (for
+    /// development; by default clients see the request id and a generic cause, the log the rest).
+    #[arg(long)]
+    show_backend_errors: bool,
     /// Access log format: compact, json, ncsa (alias combined: varnishncsa's default, Apache's
     /// combined format, on stdout or --access-log), or a varnishncsa format string such as
     /// '%h %t "%r" %s %b %{Varnish:handling}x %D'. Default compact.
@@ -360,15 +435,16 @@ fn parse_jail(text: &str) -> Result<Jail, String> {
     }
 }
 
-/// `-T`: an address, or `off`.
+/// `-T`: an address, or `off` (varnishd's `none` too).
 #[derive(Clone, Copy)]
 struct AdminListen(Option<SocketAddr>);
 
 fn parse_admin_listen(text: &str) -> Result<AdminListen, String> {
-    if text == "off" {
+    if text == "off" || text == "none" {
         return Ok(AdminListen(None));
     }
-    // `:PORT` is every interface, as for -a (so it needs --admin-token-file).
+    // `:PORT` is every interface, as for -a and as varnishd's -T (which resolves an empty host
+    // as a passive, wildcard address), so it needs --admin-token-file.
     let full = match text.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
         None => text.to_string(),
@@ -376,6 +452,17 @@ fn parse_admin_listen(text: &str) -> Result<AdminListen, String> {
     full.parse()
         .map(|address| AdminListen(Some(address)))
         .map_err(|_| format!("`{text}` is not IP:PORT, :PORT (every interface) or `off`"))
+}
+
+/// `edgecache admin -T`: the server's address; `:PORT` is loopback (what `-T :PORT` serves on
+/// too).
+fn parse_admin_address(text: &str) -> Result<SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => text.to_string(),
+    };
+    full.parse()
+        .map_err(|_| format!("`{text}` is not IP:PORT or :PORT (this machine)"))
 }
 
 /// `--purge-allow`: one value holding a list (clap would read `Option<Vec<_>>` as a
@@ -403,6 +490,9 @@ impl ServeArgs {
         for param in &self.param {
             set_varnish_parameter(&mut config, param)?;
         }
+        if let Some(rate) = ban_lurker_rate_of(&self.param)? {
+            config.ban_lurker_rate = rate;
+        }
         if !self.listen.is_empty() {
             config.listen = self.listen;
         }
@@ -426,6 +516,7 @@ impl ServeArgs {
         set(&mut config.max_connections, self.max_connections);
         set(&mut config.pipe_timeout, self.pipe_timeout);
         set(&mut config.max_pipes, self.max_pipes);
+        set(&mut config.max_esi_depth, self.max_esi_depth);
         set(&mut config.dns_ttl, self.dns_ttl);
         set(&mut config.hosts_file, self.hosts_file.map(Some));
         let bytes = |size: u64| usize::try_from(size).unwrap_or(usize::MAX);
@@ -458,8 +549,11 @@ impl ServeArgs {
         set(&mut config.invalidate_on_unsafe, self.invalidate_on_unsafe);
         set(&mut config.cache_status_header, self.cache_status_header);
         config.store_set_cookie |= self.store_set_cookie;
+        config.store_post_responses &= !self.no_store_post_responses;
         set(&mut config.grace, self.grace);
         set(&mut config.keep, self.keep);
+        set(&mut config.ban_lurker_rate, self.ban_lurker_rate);
+        set(&mut config.ban_lurker_age, self.ban_lurker_age);
         set(&mut config.plugin_limits.deadline, self.plugin_deadline);
         set(&mut config.plugin_pause_timeout, self.plugin_pause_timeout);
         set(
@@ -469,6 +563,12 @@ impl ServeArgs {
         );
         config.ignore_request_cache_control |= self.ignore_request_cache_control;
         config.strip_targeted_cache_control |= self.strip_targeted_cache_control;
+        config.show_backend_errors |= self.show_backend_errors;
+        if let Some(list) = self.surrogate_key_headers {
+            config.surrogate_key_headers =
+                edgecache_runtime::config::surrogate_key_headers_setting(&list, "--surrogate-key-headers")?;
+        }
+        config.keep_surrogate_key_headers |= self.keep_surrogate_key_headers;
         if let Some(path) = self.health_path {
             config.health_path = health_path_setting(&path);
         }
@@ -532,8 +632,54 @@ const VARNISH_PARAMETERS: &[&str] = &[
     "h2_max_concurrent_streams",
     "max_restarts",
     "max_retries",
+    "ban_lurker_age",
+    "ban_lurker_batch",
+    "ban_lurker_sleep",
     "feature",
 ];
+
+/// Varnish's `ban_lurker_batch` and `ban_lurker_sleep` defaults, for `-p` of one of them.
+const VARNISH_LURKER_BATCH: u64 = 1000;
+const VARNISH_LURKER_SLEEP: Duration = Duration::from_millis(10);
+
+/// `--ban-lurker-rate` from `-p ban_lurker_batch=N` and `-p ban_lurker_sleep=D` (the one not
+/// given at Varnish's default): `batch / sleep` objects per second, 0 when the sleep is 0 (as
+/// Varnish, which then does not lurk). `None` when neither is given.
+fn ban_lurker_rate_of(params: &[String]) -> Result<Option<u64>, ConfigError> {
+    let value_of = |name: &str| {
+        params.iter().rev().find_map(|param| {
+            let (key, value) = param.split_once('=')?;
+            (key.trim() == name).then(|| value.trim().to_string())
+        })
+    };
+    let (batch, sleep) = (value_of("ban_lurker_batch"), value_of("ban_lurker_sleep"));
+    if batch.is_none() && sleep.is_none() {
+        return Ok(None);
+    }
+    // set_varnish_parameter has checked both values.
+    let batch = batch
+        .map_or(Ok(VARNISH_LURKER_BATCH), |batch| batch.parse::<u64>())
+        .map_err(|_| {
+            ConfigError::new(
+                "-p",
+                "ban_lurker_batch: not a whole number",
+                "ban_lurker_batch=1000",
+            )
+        })?;
+    let sleep = sleep
+        .map_or(Ok(VARNISH_LURKER_SLEEP), |sleep| parse_duration(&sleep))
+        .map_err(|problem| {
+            ConfigError::new(
+                "-p",
+                format!("ban_lurker_sleep: {problem}"),
+                "ban_lurker_sleep=0.010",
+            )
+        })?;
+    if sleep.is_zero() {
+        return Ok(Some(0));
+    }
+    Ok(Some((batch as f64 / sleep.as_secs_f64()).ceil() as u64))
+}
 
 /// Varnish's max_restarts and max_retries, which edgecache does not let change.
 const FIXED_RESTARTS_AND_RETRIES: &str = "4";
@@ -582,6 +728,14 @@ fn set_varnish_parameter(config: &mut Config, text: &str) -> Result<(), ConfigEr
         "h2_rapid_reset_limit" => config.h2_limits.rapid_reset_limit = count()?,
         "h2_rapid_reset_period" => config.h2_limits.rapid_reset_period = duration()?,
         "h2_max_concurrent_streams" => config.h2_limits.max_concurrent_streams = count()?,
+        "ban_lurker_age" => config.ban_lurker_age = duration()?,
+        // Folded into --ban-lurker-rate by ban_lurker_rate_of once every -p is read.
+        "ban_lurker_batch" => {
+            count()?;
+        }
+        "ban_lurker_sleep" => {
+            duration()?;
+        }
         "max_restarts" | "max_retries" if value == FIXED_RESTARTS_AND_RETRIES => {}
         "max_restarts" | "max_retries" => {
             return Err(refused(
@@ -631,6 +785,7 @@ fn main() -> ExitCode {
         }) => check_fragments(&files),
         Some(Command::Admin(args)) => admin(args),
         Some(Command::Man) => man_page(),
+        Some(Command::Stat(args)) => stat(args),
         None => serve(cli.serve),
     }
 }
@@ -683,6 +838,67 @@ fn serve(mut args: ServeArgs) -> ExitCode {
             eprintln!("edgecache: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The admin API's bearer token from `--admin-token-file`, when given.
+fn read_token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    file.map(|path| {
+        std::fs::read_to_string(path)
+            .map(|token| token.trim().to_string())
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))
+    })
+    .transpose()
+}
+
+/// `edgecache stat`: polls `GET /stats` of the admin API.
+fn stat(args: StatArgs) -> ExitCode {
+    use edgecache_runtime::admin::client::call_blocking;
+    use edgecache_runtime::admin::stat::{screen, Snapshot};
+    let token = match read_token(args.token_file.as_deref()) {
+        Ok(token) => token,
+        Err(error) => {
+            eprintln!("edgecache stat: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let fetch = || {
+        call_blocking(args.address, token.as_deref(), "GET", "/stats", "").and_then(|reply| {
+            match reply.is_success() {
+                true => Snapshot::parse(&reply.body),
+                false => Err(format!(
+                    "GET /stats answered {}: {}",
+                    reply.status,
+                    reply.body.trim()
+                )),
+            }
+        })
+    };
+    let mut previous: Option<(Snapshot, std::time::Instant)> = None;
+    let mut shown = 0;
+    loop {
+        let snapshot = match fetch() {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                eprintln!("edgecache stat: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if args.once {
+            print!("{}", snapshot.dump());
+            return ExitCode::SUCCESS;
+        }
+        let now = std::time::Instant::now();
+        let before = previous.as_ref().map(|(before, at)| (before, now - *at));
+        print!("{}", screen(&args.address.to_string(), before, &snapshot));
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        shown += 1;
+        if args.count.is_some_and(|count| shown >= count) {
+            return ExitCode::SUCCESS;
+        }
+        previous = Some((snapshot, now));
+        std::thread::sleep(args.interval);
     }
 }
 
@@ -774,32 +990,49 @@ fn check_fragments(files: &[PathBuf]) -> ExitCode {
 /// error (printed on stderr).
 fn admin(args: AdminArgs) -> ExitCode {
     use edgecache_runtime::admin::client::{call_blocking, encode_query_value};
-    let token = match &args.token_file {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(token) => Some(token.trim().to_string()),
-            Err(error) => {
-                eprintln!("edgecache admin: cannot read {}: {error}", path.display());
-                return ExitCode::from(2);
-            }
-        },
-        None => None,
+    let token = match read_token(args.token_file.as_deref()) {
+        Ok(token) => token,
+        Err(error) => {
+            eprintln!("edgecache admin: {error}");
+            return ExitCode::from(2);
+        }
     };
     let (method, target, body) = match args.action {
         AdminAction::Status => ("GET", "/status".to_string(), String::new()),
         AdminAction::Stats => ("GET", "/stats".to_string(), String::new()),
         AdminAction::Metrics => ("GET", "/metrics".to_string(), String::new()),
         AdminAction::Backends => ("GET", "/backends".to_string(), String::new()),
-        AdminAction::Purge { url, host } => {
-            let mut target = format!("/purge?url={}", encode_query_value(&url));
-            // A path with no --host would otherwise take the Host of this request, the
-            // admin listener's own address, which no cached page has.
-            let host = host.or_else(|| url.starts_with('/').then(|| "*".to_string()));
-            if let Some(host) = host {
-                target.push_str(&format!("&host={}", encode_query_value(&host)));
+        AdminAction::Purge { url, host, key, soft } => {
+            let mut target = match (url, key) {
+                (_, Some(key)) => format!("/purge?key={}", encode_query_value(&key)),
+                (Some(url), None) => {
+                    let mut target = format!("/purge?url={}", encode_query_value(&url));
+                    // A path with no --host would otherwise take the Host of this request, the
+                    // admin listener's own address, which no cached page has.
+                    let host = host.or_else(|| url.starts_with('/').then(|| "*".to_string()));
+                    if let Some(host) = host {
+                        target.push_str(&format!("&host={}", encode_query_value(&host)));
+                    }
+                    target
+                }
+                (None, None) => unreachable!("clap requires a URL or --key"),
+            };
+            if soft {
+                target.push_str("&soft=1");
             }
             ("POST", target, String::new())
         }
         AdminAction::Ban { expr } => ("POST", "/ban".to_string(), expr.join(" ")),
+        AdminAction::BanList => ("GET", "/bans?format=text".to_string(), String::new()),
+        AdminAction::SetHealth { name, health } => (
+            "POST",
+            format!(
+                "/backend/set_health?name={}&health={}",
+                encode_query_value(&name),
+                encode_query_value(&health)
+            ),
+            String::new(),
+        ),
         AdminAction::Reload => ("POST", "/reload".to_string(), String::new()),
         AdminAction::Vcl { command } => {
             let q = |value: &str| encode_query_value(value);

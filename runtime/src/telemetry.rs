@@ -28,6 +28,12 @@ pub struct Stats {
     pub pipe_bytes: AtomicU64,
     /// Pipes refused because `--max-pipes` tunnels were open.
     pub pipes_refused: AtomicU64,
+    /// ESI includes requested (Varnish's `esi_req`), and those that failed (left out or
+    /// aborting their page).
+    pub esi_includes: AtomicU64,
+    pub esi_failures: AtomicU64,
+    /// Soft-purged objects served stale while their refresh ran.
+    pub soft_purged_served: AtomicU64,
 }
 
 /// Per-backend counters, kept with the backend so they survive reloads that keep it.

@@ -32,6 +32,8 @@ pub(crate) fn var_access(v: Var) -> Access {
             acc(CLIENT, CLIENT, NONE)
         }
         ReqGrace | ReqTtl => acc(CLIENT, CLIENT, CLIENT),
+        ReqEsi => acc(CLIENT, CLIENT, NONE),
+        ReqTopMethod | ReqTopProto | ReqTopUrl => acc(CLIENT, NONE, NONE),
         ReqCanGzip | ReqEsiLevel | ReqIsHitmiss | ReqIsHitpass | ReqProto | ReqRestarts | ReqXid => {
             acc(CLIENT, NONE, NONE)
         }
@@ -55,6 +57,7 @@ pub(crate) fn var_access(v: Var) -> Access {
         ObjUncacheable => acc(DELIVER, NONE, NONE),
 
         RespBody => acc(NONE, SYNTH, NONE),
+        RespDoEsi => acc(RESP, RESP, NONE),
         RespProto => acc(RESP, NONE, NONE),
         RespReason | RespStatus => acc(RESP, RESP, NONE),
     }
@@ -69,6 +72,7 @@ pub(crate) fn header_access(scope: Scope, name: &str) -> Access {
         Scope::Beresp => BE_RESPONSE | BE_ERROR,
         Scope::Resp => DELIVER | SYNTH,
         Scope::Obj => return acc(HIT, NONE, NONE),
+        Scope::ReqTop => return acc(CLIENT, NONE, NONE),
     };
     if protected {
         acc(all, NONE, NONE)
@@ -82,8 +86,6 @@ pub(crate) fn header_access(scope: Scope, name: &str) -> Access {
 pub(crate) enum VarRef {
     Var(Var),
     Header(Scope, String),
-    /// `req_top.*`: the top request, read-only; without ESI it is `req` itself.
-    Top(Box<VarRef>),
 }
 
 impl VarRef {
@@ -91,7 +93,6 @@ impl VarRef {
         match self {
             VarRef::Var(v) => var_access(*v),
             VarRef::Header(s, n) => header_access(*s, n),
-            VarRef::Top(req) => acc(req.access().read, NONE, NONE),
         }
     }
 
@@ -99,23 +100,15 @@ impl VarRef {
         match self {
             VarRef::Var(v) => v.value_type(),
             VarRef::Header(..) => ValueType::Str,
-            VarRef::Top(req) => req.value_type(),
         }
     }
 }
 
 /// Resolves `req.url`, `req.http.X-Foo`, ... Header names keep their spelling.
 pub(crate) fn resolve(name: &str) -> Option<VarRef> {
-    if let Some(field) = name.strip_prefix("req_top.") {
-        return match field {
-            "method" | "url" | "proto" => resolve(&format!("req.{field}")),
-            _ if field.starts_with("http.") => resolve(&format!("req.{field}")),
-            _ => None,
-        }
-        .map(|req| VarRef::Top(Box::new(req)));
-    }
     for (prefix, scope) in [
         ("req.http.", Scope::Req),
+        ("req_top.http.", Scope::ReqTop),
         ("bereq.http.", Scope::Bereq),
         ("beresp.http.", Scope::Beresp),
         ("resp.http.", Scope::Resp),
@@ -143,6 +136,7 @@ pub(crate) fn candidates() -> impl Iterator<Item = &'static str> {
         "beresp.http.",
         "resp.http.",
         "obj.http.",
+        "req_top.http.",
     ])
 }
 

@@ -33,6 +33,10 @@ pub struct TestContext {
     pub req_body: Option<Vec<u8>>,
     /// Every `rollback` call, in order.
     pub rollbacks: Vec<Scope>,
+    /// What `port` reports per address variable (0 when absent).
+    pub ports: Vec<(Var, i64)>,
+    /// The paths `file_exists` says exist.
+    pub files: Vec<String>,
     /// Every `run_plugin` call, in order.
     pub plugin_calls: Vec<(PluginId, PluginPhase)>,
     /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
@@ -67,11 +71,16 @@ impl TestContext {
             .var(Var::ReqUrl, Value::Str(Cow::Owned(url.into())))
             .var(Var::ReqProto, Value::Str(Cow::Borrowed("HTTP/1.1")))
             .var(Var::ReqEsiLevel, Value::Int(0))
+            .var(Var::ReqEsi, Value::Bool(true))
+            .var(Var::ReqTopMethod, Value::Str(Cow::Owned(method.into())))
+            .var(Var::ReqTopUrl, Value::Str(Cow::Owned(url.into())))
+            .var(Var::ReqTopProto, Value::Str(Cow::Borrowed("HTTP/1.1")))
             .var(Var::ReqRestarts, Value::Int(0))
             .var(Var::ReqXid, Value::Int(1))
             .var(Var::ClientIp, Value::Ip(localhost))
             .var(Var::ServerIp, Value::Ip(localhost))
             .header(Scope::Req, "host", "example.com")
+            .header(Scope::ReqTop, "host", "example.com")
     }
 
     /// A backend response with `status`, as `vcl_backend_response` sees it
@@ -297,6 +306,17 @@ impl Context for TestContext {
 
     fn rollback(&mut self, scope: Scope) {
         self.rollbacks.push(scope);
+    }
+
+    fn port(&self, var: Var) -> i64 {
+        self.ports
+            .iter()
+            .find(|(v, _)| *v == var)
+            .map_or(0, |(_, port)| *port)
+    }
+
+    fn file_exists(&self, path: &str) -> bool {
+        self.files.iter().any(|f| f == path)
     }
 
     fn healthy(&self, backend: BackendId) -> bool {

@@ -13,6 +13,9 @@ pub enum Scope {
     Resp,
     /// The cached object (`obj.http.*`), `vcl_hit` (read-only).
     Obj,
+    /// The client's request when `req` is an ESI include (`req_top.http.*`, read-only);
+    /// without ESI it is `req`.
+    ReqTop,
 }
 
 impl Scope {
@@ -23,6 +26,7 @@ impl Scope {
             Scope::Beresp => "beresp",
             Scope::Resp => "resp",
             Scope::Obj => "obj",
+            Scope::ReqTop => "req_top",
         }
     }
 }
@@ -91,6 +95,7 @@ vars! {
 
     ReqBackendHint = "req.backend_hint": Backend,
     ReqCanGzip = "req.can_gzip": Bool,
+    ReqEsi = "req.esi": Bool,
     ReqEsiLevel = "req.esi_level": Int,
     ReqGrace = "req.grace": Duration,
     ReqHashAlwaysMiss = "req.hash_always_miss": Bool,
@@ -103,6 +108,10 @@ vars! {
     ReqTtl = "req.ttl": Duration,
     ReqUrl = "req.url": Str,
     ReqXid = "req.xid": Int,
+
+    ReqTopMethod = "req_top.method": Str,
+    ReqTopProto = "req_top.proto": Str,
+    ReqTopUrl = "req_top.url": Str,
 
     BereqBackend = "bereq.backend": Backend,
     BereqBody = "bereq.body": Body,
@@ -146,6 +155,7 @@ vars! {
     ObjUncacheable = "obj.uncacheable": Bool,
 
     RespBody = "resp.body": Body,
+    RespDoEsi = "resp.do_esi": Bool,
     RespProto = "resp.proto": Str,
     RespReason = "resp.reason": Str,
     RespStatus = "resp.status": Int,

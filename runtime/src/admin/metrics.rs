@@ -10,10 +10,12 @@
 //! `backend_in_flight{backend}`, `backend_refused_total{backend}`, `backend_healthy{backend}`
 //! (1 or 0; always 1 without a probe), `backend_probes_total{backend,result}` (`good`/`bad`, probed
 //! backends only), `cache_objects`, `cache_bytes`, `cache_evictions_total`,
+//! `surrogate_keys`, `surrogate_key_objects`, `purged_by_key_total`, `soft_purged_served_total`,
 //! `plugin_failures_total{plugin,cause}`, `plugin_instances_created_total{plugin}`,
 //! `plugin_counter_total{plugin,metric}`, `plugin_gauge{plugin,metric}`,
 //! `plugin_histogram_count_total` / `plugin_histogram_sum{plugin,metric}` (what plugins define),
-//! `bans`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
+//! `bans`, `bans_tested_total`, `bans_lurked_total`, `bans_lurker_tested_total`,
+//! `bans_lurker_removed_total`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
 //! `request_duration_seconds` (histogram).
 
 use std::sync::atomic::Ordering;
@@ -139,6 +141,43 @@ impl Collector for Counters {
             "edgecache_pipes_refused",
             "Pipes refused with 503 because --max-pipes tunnels were open",
             load(&stats.pipes_refused),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_esi_includes",
+            "ESI includes requested while assembling pages",
+            load(&stats.esi_includes),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_esi_include_failures",
+            "ESI includes that failed: left out (onerror=\"continue\") or cutting their page short",
+            load(&stats.esi_failures),
+        )?;
+        let keys = state.cache.store.keys();
+        gauge(
+            &mut encoder,
+            "edgecache_surrogate_keys",
+            "Surrogate keys indexed (xkey, Surrogate-Key, Cache-Tag), each with at least one object",
+            as_gauge(keys.keys() as u64),
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_surrogate_key_objects",
+            "Stored objects indexed under at least one surrogate key",
+            as_gauge(keys.objects()),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_purged_by_key",
+            "Objects removed or made stale by purges by surrogate key (xkey.*, POST /purge?key=)",
+            keys.purged(),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_soft_purged_served",
+            "Soft-purged objects served stale while their refresh ran",
+            load(&stats.soft_purged_served),
         )?;
         counter(
             &mut encoder,
@@ -328,6 +367,31 @@ impl Collector for Counters {
             "edgecache_bans",
             "Bans in the ban list",
             as_gauge(super::bans::trim(&state.cache) as u64),
+        )?;
+        let bans = state.cache.ban_counters();
+        counter(
+            &mut encoder,
+            "edgecache_bans_tested",
+            "Ban expressions tested against objects at lookup",
+            bans.tested,
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_bans_lurked",
+            "Bans on obj.* the lurker tested against every older object and dropped",
+            bans.lurked,
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_bans_lurker_tested",
+            "Ban expressions the lurker tested against objects",
+            bans.lurker_tested,
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_bans_lurker_removed",
+            "Objects the ban lurker removed",
+            bans.lurker_removed,
         )?;
         let reloads = state.reloader.status();
         family(

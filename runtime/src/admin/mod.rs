@@ -6,7 +6,10 @@
 //! | `GET /stats` | JSON counters: requests by cache result, coalesced waits, cache, bans, reloads, backends |
 //! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
 //! | `GET /backends` | JSON: each backend of the active version: resolved addresses, health, probe window (`H` good, `-` bad, oldest first), in-flight requests, counters |
-//! | `POST /purge?url=/path[&host=H]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban) |
+//! | `POST /backend/set_health?name=N&health=H` | `backend.set_health`: `sick` or `healthy` whatever the probe says, `auto` follows it again; `name=*`: every backend |
+//! | `POST /purge?url=/path[&host=H][&soft=1]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban); `soft=1`: they turn stale instead, served in grace while one fetch refreshes them |
+//! | `GET /bans` | the ban list (`ban.list`): each ban's age, whether the lurker or lookups apply it, objects removed; `?format=text`: a table |
+//! | `POST /purge?key=K1,K2[&soft=1]` | removes (or with `soft=1` makes stale) every object tagged with any of the surrogate keys; JSON with the count |
 //! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}`; 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
 //! | `GET /vcl` | the loaded policies and labels (`vcl.list`): JSON, or varnishadm's table with `?format=text` |
@@ -28,6 +31,7 @@ mod bans;
 pub mod client;
 mod guard;
 pub mod metrics;
+pub mod stat;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -188,7 +192,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("/metrics", "GET, HEAD"),
     ("/backends", "GET, HEAD"),
     ("/purge", "POST"),
+    ("/backend/set_health", "POST"),
     ("/ban", "POST"),
+    ("/bans", "GET, HEAD"),
     ("/reload", "POST"),
     ("/vcl", "GET, HEAD"),
     ("/vcl/load", "POST"),
@@ -240,7 +246,9 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             response
         }
         "/purge" if post => purge(state, &request),
+        "/backend/set_health" if post => set_health(state, request.uri().query().unwrap_or("")),
         "/ban" if post => ban(state, request).await,
+        "/bans" if read => bans::list(&state.cache, request.uri().query().unwrap_or("")),
         "/reload" if post => match state.reloader.reload(Trigger::Admin).await {
             Ok(generation) => json(StatusCode::OK, json!({ "generation": generation })),
             Err(failure) => text(StatusCode::UNPROCESSABLE_ENTITY, &with_newline(failure.message)),
@@ -257,7 +265,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             }
             None => text(
                 StatusCode::NOT_FOUND,
-                "not found; try GET /status, /stats, /metrics, /backends or POST /purge?url=, /ban, /reload\n",
+                "not found; try GET /status, /stats, /metrics, /backends, /bans or POST /purge?url=, /ban, /reload\n",
             ),
         },
     }
@@ -394,14 +402,23 @@ fn stats(state: &State) -> Value {
         "pipes": stats.pipes.load(Relaxed),
         "pipe_bytes": stats.pipe_bytes.load(Relaxed),
         "pipes_refused": stats.pipes_refused.load(Relaxed),
+        "esi_includes": stats.esi_includes.load(Relaxed),
+        "esi_include_failures": stats.esi_failures.load(Relaxed),
         "pcre_limit_hits": policy_lang::pcre_limit_hits(),
         "cache": {
             "objects": state.cache.store.entry_count(),
             "bytes": state.cache.store.weighted_size(),
             "evictions": stats.evictions.load(Relaxed),
+            "surrogate_keys": state.cache.store.keys().keys(),
+            "surrogate_key_objects": state.cache.store.keys().objects(),
+            "surrogate_key_index_bytes": state.cache.store.keys().bytes(),
+            "purged_by_key": state.cache.store.keys().purged(),
+            "soft_purged_served": stats.soft_purged_served.load(Relaxed),
         },
         "bans": bans::trim(&state.cache),
         "bans_tested": state.cache.bans_tested(),
+        "bans_lurked": state.cache.ban_counters().lurked,
+        "bans_lurker_removed": state.cache.ban_counters().lurker_removed,
         "reloads": { "ok": reloads.ok, "failed": reloads.failed },
         "backends": backends(state),
     })
@@ -435,6 +452,8 @@ fn backends(state: &State) -> Value {
                 // What `.host` resolved to last (a name is looked up every --dns-ttl).
                 "resolved": backend.resolved().iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "healthy": backend.healthy(),
+                // `backend.set_health`: auto (the probe decides), healthy or sick.
+                "admin_health": backend.admin_health().as_str(),
                 "fetches": stats.fetches.load(Relaxed),
                 "failures": stats.failures.load(Relaxed),
                 "in_flight": backend.in_flight(),
@@ -445,6 +464,48 @@ fn backends(state: &State) -> Value {
         })
         .collect();
     Value::Array(list)
+}
+
+/// `POST /backend/set_health?name=N&health=healthy|sick|auto`: varnishadm's
+/// `backend.set_health` on the backends of the active version named N (`*`: all of them).
+fn set_health(state: &State, query: &str) -> Response<Full<Bytes>> {
+    let (Some(name), Some(health)) = (query_param(query, "name"), query_param(query, "health")) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "POST /backend/set_health needs ?name=NAME&health=healthy|sick|auto\n",
+        );
+    };
+    let Some(wanted) = crate::backend::AdminHealth::parse(&health) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            &format!("`{health}` is not a health; accepted: healthy, sick, auto\n"),
+        );
+    };
+    let version = state.active.load_full();
+    let matched: Vec<&str> = version
+        .backends
+        .iter()
+        .filter(|backend| name == "*" || backend.name() == name)
+        .map(|backend| {
+            backend.set_admin_health(wanted);
+            backend.name()
+        })
+        .collect();
+    if matched.is_empty() {
+        let known: Vec<&str> = version.backends.iter().map(|backend| backend.name()).collect();
+        return text(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "no backend named `{name}`; backends: {} (or * for all)\n",
+                known.join(", ")
+            ),
+        );
+    }
+    tracing::info!(backends = ?matched, health = wanted.as_str(), "backend health set from the admin API");
+    json(
+        StatusCode::OK,
+        json!({ "backends": matched, "health": wanted.as_str() }),
+    )
 }
 
 /// `POST /purge?url=...`: `url` is a path (`/a?b`) or an absolute URL (`http://host/a`); the
@@ -459,10 +520,13 @@ fn backends(state: &State) -> Value {
 /// tool that always works.
 fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     let query = request.uri().query().unwrap_or("");
+    if let Some(keys) = query_param(query, "key") {
+        return purge_keys(state, &keys, soft_param(query));
+    }
     let Some(url) = query_param(query, "url").filter(|url| !url.is_empty()) else {
         return text(
             StatusCode::BAD_REQUEST,
-            "missing the url parameter: POST /purge?url=/path[&host=HOST]\n",
+            "missing the url or key parameter: POST /purge?url=/path[&host=HOST] or /purge?key=K1,K2\n",
         );
     };
     let (host, target) = if url.starts_with('/') {
@@ -491,7 +555,14 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
             }
         }
     };
+    let soft = soft_param(query);
     if host == EVERY_HOST {
+        if soft {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "soft=1 needs one host: every host is purged by a ban, which removes objects\n",
+            );
+        }
         return purge_every_host(state, &target);
     }
     let version = state.active.load_full();
@@ -499,19 +570,50 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     // vcl_hash alike. A user vcl_hash may build other keys (the note below says so).
     let key = CacheKey::from_host_and_target(&host, &target);
     let kind = "host + url (builtin vcl_hash)";
-    let purged = state.cache.purge(&key);
-    tracing::info!(host, url = target, purged, "purge from the admin API");
+    let (purged, objects) = if soft {
+        let objects = state.cache.soft_purge(&key);
+        (objects > 0, Some(objects))
+    } else {
+        (state.cache.purge(&key), None)
+    };
+    tracing::info!(host, url = target, purged, soft, "purge from the admin API");
     let status = if purged {
         StatusCode::OK
     } else {
         StatusCode::NOT_FOUND
     };
     let mut answer = json!({ "purged": purged, "host": host, "url": target, "key": kind });
+    if let Some(objects) = objects {
+        answer["soft"] = json!(true);
+        answer["objects"] = json!(objects);
+    }
     if version.policy_defining(policy_lang::Sub::Hash).is_some() {
         answer["note"] =
             json!("the policy defines vcl_hash, which may build other keys: use POST /ban to be sure");
     }
     json(status, answer)
+}
+
+/// `POST /purge?key=K1,K2[&soft=1]`: every object tagged with any of the surrogate keys is
+/// removed (or made stale); the answer counts them, as `xkey.purge` does.
+fn purge_keys(state: &State, list: &str, soft: bool) -> Response<Full<Bytes>> {
+    let keys: Vec<&str> = crate::cache::keys::tokens(list).collect();
+    if keys.is_empty() {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "the key parameter names no key: POST /purge?key=K1,K2[&soft=1]\n",
+        );
+    }
+    let purged = state.cache.purge_keys(list, soft);
+    json(
+        StatusCode::OK,
+        json!({ "purged": purged, "keys": keys, "soft": soft }),
+    )
+}
+
+/// Whether `POST /purge` asks for a soft purge (`soft=1`): objects turn stale instead of gone.
+fn soft_param(query: &str) -> bool {
+    matches!(query_param(query, "soft").as_deref(), Some("1" | "true"))
 }
 
 /// The `host` of `POST /purge` that means every host.

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use super::body::{ProxyBody, SharedBody};
 use super::coalesce::{FetchOutcome, Leader};
 use super::key::CacheKey;
-use super::object::{CachedObject, ObjectHead};
+use super::object::{CachedObject, EsiParser, ObjectHead};
 use super::rules::vary::VaryRule;
 use super::SharedCache;
 
@@ -39,6 +39,8 @@ pub(crate) struct Fill {
     /// The key is remembered as hit-for-pass already: an uncacheable response leaves the mark
     /// as it is rather than write it again.
     marked: bool,
+    /// Parses the body of an object stored with `beresp.do_esi` (see [`Fill::parse_esi_with`]).
+    esi_parser: Option<EsiParser>,
 }
 
 impl Fill {
@@ -56,7 +58,14 @@ impl Fill {
             max_object_size,
             finish_abandoned,
             marked: false,
+            esi_parser: None,
         }
+    }
+
+    /// A complete body whose head asks for ESI (`ObjectHead::esi`) is parsed with `parser`
+    /// before it is stored, once, so that its hits only assemble.
+    pub fn parse_esi_with(&mut self, parser: EsiParser) {
+        self.esi_parser = Some(parser);
     }
 
     /// For a fetch of a key found remembered as hit-for-pass: see [`Fill::uncacheable`].
@@ -204,7 +213,13 @@ impl Fill {
         // Stored before the readers see the end, so a client that read the whole body finds
         // the object in the cache (an immediate PURGE removes it).
         if !passing {
-            let object = Arc::new(CachedObject::new(head, sink.stored()));
+            let body = sink.stored();
+            let esi = self
+                .esi_parser
+                .filter(|_| head.esi)
+                .and_then(|parse| parse(&head, &body))
+                .map(Arc::new);
+            let object = Arc::new(CachedObject::new(head, body).with_esi(esi));
             self.cache.store.insert(self.key.clone(), rule, object);
             self.cache.coalescer.clear_hit_for_pass(&self.key);
         }

@@ -35,6 +35,8 @@ pub struct ObjectHead {
     /// The URL and `Host` it was fetched for, for bans on `req.url` / `req.http.host`.
     pub url: Box<str>,
     pub host: Option<http::HeaderValue>,
+    /// `beresp.do_esi`: the body is parsed for ESI when stored (see [`EsiInstructions`]).
+    pub esi: bool,
 }
 
 impl ObjectHead {
@@ -99,24 +101,86 @@ fn header_bytes(headers: &HeaderMap) -> usize {
     headers.capacity() * ENTRY + slots * SLOT + extra * EXTRA + names + values + 3 * MALLOC_OVERHEAD + 32
 }
 
+/// An ESI object's body as delivery steps, parsed once when it is stored (`proxy::esi`
+/// parses; the cache only keeps them): the stored bytes to send as they are, and the includes
+/// fetched in their place.
+#[derive(Debug)]
+pub struct EsiInstructions(pub Vec<EsiStep>);
+
+#[derive(Debug)]
+pub enum EsiStep {
+    /// These bytes of the stored body, as they are.
+    Verbatim(std::ops::Range<u64>),
+    Include(EsiInclude),
+}
+
+/// `<esi:include src="..."/>`, resolved against the URL of the page that holds it.
+#[derive(Debug)]
+pub struct EsiInclude {
+    /// The path and query to request.
+    pub url: Box<str>,
+    /// The `Host` of a same-host absolute `src` (`http://host/path`); `None`: the page's.
+    pub host: Option<Box<str>>,
+    /// `onerror="continue"`: a failing fragment is left out instead of aborting the page.
+    pub continue_on_error: bool,
+}
+
+impl EsiInstructions {
+    /// Bytes the instructions hold (for the object's weight).
+    fn weight(&self) -> usize {
+        let include = |include: &EsiInclude| {
+            include.url.len() + include.host.as_ref().map_or(0, |host| host.len()) + 2 * MALLOC_OVERHEAD
+        };
+        let steps: usize = self
+            .0
+            .iter()
+            .map(|step| match step {
+                EsiStep::Verbatim(_) => 0,
+                EsiStep::Include(included) => include(included),
+            })
+            .sum();
+        self.0.capacity() * size_of::<EsiStep>() + steps + size_of::<Self>() + 2 * MALLOC_OVERHEAD
+    }
+}
+
+/// Parses a complete body into ESI instructions for the object `head` describes (`None`: the
+/// body holds no ESI and is served as it is). The proxy provides it (see `fill::Fill`).
+pub type EsiParser = fn(&ObjectHead, &StoredBody) -> Option<EsiInstructions>;
+
 /// A complete stored response.
 #[derive(Debug)]
 pub struct CachedObject {
     pub head: Arc<ObjectHead>,
     pub body: StoredBody,
+    /// The parsed ESI body when `beresp.do_esi` was set and the body holds ESI.
+    pub esi: Option<Arc<EsiInstructions>>,
     hits: AtomicU64,
     /// The newest ban this object has been tested against (`proxy::bans`; 0: none yet).
     bans_checked: AtomicU64,
+    /// The freshness lifetime a soft purge cut `head.ttl` down to, in nanoseconds
+    /// ([`NOT_SOFT_PURGED`]: none). The head is shared and immutable, so the cut lives here.
+    soft_purged_ttl: AtomicU64,
 }
+
+/// [`CachedObject::soft_purged_ttl`] of an object no soft purge has touched.
+const NOT_SOFT_PURGED: u64 = u64::MAX;
 
 impl CachedObject {
     pub fn new(head: Arc<ObjectHead>, body: StoredBody) -> CachedObject {
         CachedObject {
             head,
             body,
+            esi: None,
             hits: AtomicU64::new(0),
             bans_checked: AtomicU64::new(0),
+            soft_purged_ttl: AtomicU64::new(NOT_SOFT_PURGED),
         }
+    }
+
+    /// The object with its parsed ESI body.
+    pub fn with_esi(mut self, esi: Option<Arc<EsiInstructions>>) -> CachedObject {
+        self.esi = esi;
+        self
     }
 
     /// Bytes this object really holds: the object and its head with their `Arc`s, the header
@@ -138,7 +202,8 @@ impl CachedObject {
                 .as_ref()
                 .map_or(0, |variant| variant.len() + MALLOC_OVERHEAD)
             + 2 * MALLOC_OVERHEAD;
-        (FIXED + header_bytes(&head.headers) + chunks + kept) as u64 + self.body.allocated()
+        let esi = self.esi.as_ref().map_or(0, |esi| esi.weight() + 16);
+        (FIXED + header_bytes(&head.headers) + chunks + kept + esi) as u64 + self.body.allocated()
     }
 
     /// Hits so far (`obj.hits`).
@@ -156,8 +221,58 @@ impl CachedObject {
         self.bans_checked.fetch_max(seq, Ordering::Relaxed);
     }
 
+    /// The freshness lifetime: `head.ttl`, or less once a soft purge ended it.
+    pub fn ttl(&self) -> Duration {
+        match self.soft_purged_ttl.load(Ordering::Relaxed) {
+            NOT_SOFT_PURGED => self.head.ttl,
+            cut => self.head.ttl.min(Duration::from_nanos(cut)),
+        }
+    }
+
+    /// Whether a soft purge made this object stale (it is then served in grace while one
+    /// background fetch refreshes it).
+    pub fn is_soft_purged(&self) -> bool {
+        self.soft_purged_ttl.load(Ordering::Relaxed) != NOT_SOFT_PURGED
+    }
+
+    /// Soft purge (vmod xkey's `softpurge`, Varnish's `purge.soft()`): the freshness ends at
+    /// `now`, so the grace and keep windows start from now. Returns `false`, changing nothing,
+    /// when the object is already stale at `now`, as xkey skips (and does not count) those.
+    pub fn soft_purge(&self, now: SystemTime) -> bool {
+        let age = self.head.age_at(now);
+        if age >= self.ttl() {
+            return false;
+        }
+        let nanos = u64::try_from(age.as_nanos()).unwrap_or(NOT_SOFT_PURGED - 1);
+        self.soft_purged_ttl.fetch_min(nanos, Ordering::Relaxed);
+        true
+    }
+
     /// Counts a hit and returns the count before it (`obj.hits` in VCL terms).
     pub fn record_hit(&self) -> u64 {
         self.hits.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+impl CachedObject {
+    /// A stored `200` for `url` with `headers` and a short body, fresh for ten minutes from
+    /// `response_time`, with no grace (for unit tests).
+    pub fn for_tests(url: &str, headers: HeaderMap, response_time: SystemTime) -> CachedObject {
+        let head = ObjectHead {
+            status: StatusCode::OK,
+            headers,
+            response_time,
+            initial_age: Duration::ZERO,
+            ttl: Duration::from_secs(600),
+            grace: Duration::ZERO,
+            retention: Duration::from_secs(600),
+            directives: Default::default(),
+            variant: None,
+            url: url.into(),
+            host: None,
+            esi: false,
+        };
+        CachedObject::new(Arc::new(head), Bytes::from_static(b"body").into())
     }
 }

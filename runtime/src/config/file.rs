@@ -21,19 +21,26 @@
 //! max_connections = 10000           # open client connections
 //! pipe_timeout = "60s"              # a pipe (WebSocket) with no byte either way is closed
 //! max_pipes = 5000                  # pipes open at once; past it 503
+//! max_esi_depth = 5                 # ESI includes nest this deep at most
 //! dns_ttl = "30s"                   # backend .host names are looked up again this often
 //! hosts_file = "hosts"              # /etc/hosts-style names, looked up before DNS
 //! purge_allow = ["127.0.0.1/8", "::1"]
 //! invalidate_on_unsafe = "allowed"  # who evicts by POST/PUT/DELETE/...: "all", "allowed" (purge_allow), "off"
 //! cache_status_header = "X-Cache"
 //! store_set_cookie = false
+//! store_post_responses = true      # false: POST responses are never stored for GETs
 //! grace = "10s"
 //! keep = "10m"
+//! ban_lurker_rate = 100000          # objects/s the ban lurker tests against obj.* bans; 0 = off
+//! ban_lurker_age = "60s"            # bans younger than this are left to lookups
 //! ignore_request_cache_control = false
 //! targeted_cache_control = "CDN-Cache-Control"   # "" disables
 //! health_path = "/healthz"          # the balancer's health check; "off" disables
 //! drain_time = "0s"                 # 503 on health_path this long before shutdown closes the listeners
 //! strip_targeted_cache_control = false   # true: not forwarded to clients
+//! surrogate_key_headers = "xkey,Surrogate-Key,Cache-Tag"   # keys that index objects; "off": none
+//! keep_surrogate_key_headers = false   # true: key headers are delivered to clients
+//! show_backend_errors = false       # true: failed fetches show backend, address, OS error
 //! log_format = "compact"   # or "json", "ncsa" (varnishncsa / Apache combined), '%h "%r" %s'
 //! access_log = "/var/log/edgecache/access.log"   # instead of stderr; reopened on SIGUSR1
 //! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
@@ -111,6 +118,7 @@ pub struct FileConfig {
     max_connections: Option<usize>,
     pipe_timeout: Option<Quantity>,
     max_pipes: Option<usize>,
+    max_esi_depth: Option<u32>,
     dns_ttl: Option<Quantity>,
     hosts_file: Option<PathBuf>,
     purge_allow: Option<Vec<String>>,
@@ -122,11 +130,17 @@ pub struct FileConfig {
     health_path: Option<String>,
     drain_time: Option<Quantity>,
     store_set_cookie: Option<bool>,
+    store_post_responses: Option<bool>,
     grace: Option<Quantity>,
     keep: Option<Quantity>,
+    ban_lurker_rate: Option<u64>,
+    ban_lurker_age: Option<Quantity>,
     ignore_request_cache_control: Option<bool>,
     targeted_cache_control: Option<String>,
     strip_targeted_cache_control: Option<bool>,
+    surrogate_key_headers: Option<String>,
+    keep_surrogate_key_headers: Option<bool>,
+    show_backend_errors: Option<bool>,
     log_format: Option<String>,
     admin_listen: Option<String>,
     admin_token_file: Option<PathBuf>,
@@ -285,6 +299,9 @@ impl FileConfig {
         if let Some(max) = self.max_pipes {
             config.max_pipes = max;
         }
+        if let Some(max) = self.max_esi_depth {
+            config.max_esi_depth = max;
+        }
         duration("dns_ttl", self.dns_ttl, &mut config.dns_ttl)?;
         if let Some(hosts_file) = self.hosts_file {
             config.hosts_file = Some(base_dir.join(hosts_file));
@@ -298,6 +315,10 @@ impl FileConfig {
         duration("shutdown_grace", self.shutdown_grace, &mut config.shutdown_grace)?;
         duration("grace", self.grace, &mut config.grace)?;
         duration("keep", self.keep, &mut config.keep)?;
+        duration("ban_lurker_age", self.ban_lurker_age, &mut config.ban_lurker_age)?;
+        if let Some(rate) = self.ban_lurker_rate {
+            config.ban_lurker_rate = rate;
+        }
         duration(
             "plugin_deadline",
             self.plugin_deadline,
@@ -354,6 +375,16 @@ impl FileConfig {
         if let Some(strip) = self.strip_targeted_cache_control {
             config.strip_targeted_cache_control = strip;
         }
+        if let Some(list) = self.surrogate_key_headers {
+            config.surrogate_key_headers =
+                super::surrogate_key_headers_setting(&list, "surrogate_key_headers")?;
+        }
+        if let Some(keep) = self.keep_surrogate_key_headers {
+            config.keep_surrogate_key_headers = keep;
+        }
+        if let Some(show) = self.show_backend_errors {
+            config.show_backend_errors = show;
+        }
         if let Some(name) = self.targeted_cache_control {
             config.targeted_cache_control = match name.as_str() {
                 "" => None,
@@ -405,6 +436,9 @@ impl FileConfig {
         }
         if let Some(store) = self.store_set_cookie {
             config.store_set_cookie = store;
+        }
+        if let Some(store) = self.store_post_responses {
+            config.store_post_responses = store;
         }
         if let Some(admin) = self.admin_listen {
             config.admin_listen = match admin.as_str() {

@@ -324,6 +324,9 @@ pub struct Config {
     /// client and an origin connection, outside `max_connections` once it is a tunnel.
     /// Default 5,000.
     pub max_pipes: usize,
+    /// How deep ESI includes nest (`--max-esi-depth`): a page at this `req.esi_level` makes
+    /// no more includes (they fail). Default 5, Varnish's `max_esi_depth`.
+    pub max_esi_depth: u32,
     /// How often a backend whose `.host` is a name is looked up again (`--dns-ttl`); new
     /// addresses take new connections without a reload. Default 30 s.
     pub dns_ttl: Duration,
@@ -357,12 +360,25 @@ pub struct Config {
     pub drain_time: Duration,
     /// Store responses carrying `Set-Cookie`. Default false, as Varnish's builtin VCL.
     pub store_set_cookie: bool,
+    /// `store_post_responses` (`--no-store-post-responses` turns it off): a response to POST
+    /// with explicit freshness and a `Content-Location` naming the target URI is stored for
+    /// later GETs of that URI (RFC 9110 §9.3.3), without a policy. Default true; Varnish
+    /// passes every POST.
+    pub store_post_responses: bool,
     /// How long past its freshness an object may be served when the origin fails (Varnish's
     /// `default_grace`). Never applies to responses that forbid stale serving. Default 10 s.
     pub grace: Duration,
     /// How long past freshness and grace an object with a validator is kept for conditional
     /// revalidation (Varnish's `default_keep`). Default 10 min.
     pub keep: Duration,
+    /// `--ban-lurker-rate`: stored objects the ban lurker tests per second at most against the
+    /// bans on `obj.*` (see `cache::bans::lurker`); 0 turns it off (Varnish's
+    /// `ban_lurker_sleep=0`). Default 100,000: Varnish's `ban_lurker_batch` (1000) per
+    /// `ban_lurker_sleep` (10 ms).
+    pub ban_lurker_rate: u64,
+    /// `--ban-lurker-age`: bans younger than this are left to lookups (a burst of bans is
+    /// lurked once it is over). Default 60 s (Varnish's `ban_lurker_age`).
+    pub ban_lurker_age: Duration,
     /// Ignore the request's `Cache-Control` / `Pragma` (clients cannot force refreshes).
     pub ignore_request_cache_control: bool,
     /// The targeted cache-control field (RFC 9213) that overrides `Cache-Control` for this
@@ -372,6 +388,17 @@ pub struct Config {
     /// (and from stored objects). Default false: RFC 9213 §2.1 lets a cache pass it on, and
     /// the downstream caches of the same CDN tier need it.
     pub strip_targeted_cache_control: bool,
+    /// `--surrogate-key-headers`: the response headers whose keys (separated by commas or
+    /// blanks) index objects for purges by key (`xkey.purge`, `POST /purge?key=`). Default
+    /// `xkey`, `Surrogate-Key`, `Cache-Tag`; empty turns the index off.
+    pub surrogate_key_headers: Vec<HeaderName>,
+    /// `--keep-surrogate-key-headers`: deliver the key headers to clients. Default false: they
+    /// are removed before delivery, as Fastly does (they name the site's internals).
+    pub keep_surrogate_key_headers: bool,
+    /// `--show-backend-errors`: the page of a failed fetch names the backend, its address and
+    /// the operating system's error. Default false: clients see the request id and a generic
+    /// cause, the log line the rest (addresses and errors are for operators, not visitors).
+    pub show_backend_errors: bool,
     /// Access log format.
     pub log_format: LogFormat,
     /// `--access-log FILE`: where access lines go instead of stderr (stdout for NCSA),
@@ -416,6 +443,7 @@ impl Default for Config {
             max_connections: 10_000,
             pipe_timeout: Duration::from_secs(60),
             max_pipes: 5_000,
+            max_esi_depth: 5,
             dns_ttl: Duration::from_secs(30),
             hosts_file: None,
             request_limits: RequestLimits::default(),
@@ -432,11 +460,17 @@ impl Default for Config {
             health_path: Some(HEALTH_PATH.to_string()),
             drain_time: Duration::ZERO,
             store_set_cookie: false,
+            store_post_responses: true,
             grace: Duration::from_secs(10),
             keep: Duration::from_secs(600),
+            ban_lurker_rate: DEFAULT_BAN_LURKER_RATE,
+            ban_lurker_age: Duration::from_secs(60),
             ignore_request_cache_control: false,
             targeted_cache_control: Some(HeaderName::from_static("cdn-cache-control")),
             strip_targeted_cache_control: false,
+            surrogate_key_headers: SURROGATE_KEY_HEADERS.map(HeaderName::from_static).to_vec(),
+            keep_surrogate_key_headers: false,
+            show_backend_errors: false,
             log_format: LogFormat::Compact,
             admin_listen: None,
             admin_token_file: None,
@@ -449,12 +483,20 @@ impl Default for Config {
     }
 }
 
+/// [`Config::ban_lurker_rate`]'s default: Varnish's `ban_lurker_batch` objects per
+/// `ban_lurker_sleep` (1000 per 10 ms).
+pub const DEFAULT_BAN_LURKER_RATE: u64 = 100_000;
+
 /// More worker threads than this is a typo: each reserves its own stack.
 const MAX_THREADS: usize = 1024;
 
 /// More client connections than this is a typo: it is Linux's default ceiling on a process's
 /// file descriptors (`fs.nr_open`).
 const MAX_CONNECTIONS: usize = 1 << 20;
+
+/// The deepest `--max-esi-depth` accepted: each level holds a request open while its include
+/// is assembled, so a deeper chain is a mistake rather than a page.
+const MAX_ESI_DEPTH: u32 = 100;
 
 impl Config {
     /// Checks cross-field rules that single values cannot.
@@ -492,6 +534,13 @@ impl Config {
                 "max_pipes (--max-pipes)",
                 format!("{} pipes", self.max_pipes),
                 format!("1 to {MAX_CONNECTIONS}"),
+            ));
+        }
+        if self.max_esi_depth > MAX_ESI_DEPTH {
+            return Err(ConfigError::new(
+                "max_esi_depth (--max-esi-depth)",
+                format!("{} levels", self.max_esi_depth),
+                format!("0 to {MAX_ESI_DEPTH}"),
             ));
         }
         if self.dns_ttl.is_zero() {
@@ -636,6 +685,30 @@ impl H2Limits {
 
 /// The default `--health-path`.
 pub const HEALTH_PATH: &str = "/healthz";
+
+/// The surrogate-key headers read by default: vmod xkey's, Fastly's and Cloudflare's.
+pub const SURROGATE_KEY_HEADERS: [&str; 3] = ["xkey", "surrogate-key", "cache-tag"];
+
+/// `--surrogate-key-headers` / `surrogate_key_headers` (named `key` in errors): header names
+/// separated by commas; `""` or `off` reads none.
+pub fn surrogate_key_headers_setting(list: &str, key: &str) -> Result<Vec<HeaderName>, ConfigError> {
+    if list.trim() == "off" {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            name.parse().map_err(|_| {
+                ConfigError::new(
+                    key,
+                    format!("`{name}` is not a header name"),
+                    "header names separated by commas, such as \"xkey,Surrogate-Key,Cache-Tag\", or \"off\"",
+                )
+            })
+        })
+        .collect()
+}
 
 /// `--health-path` / `health_path` as written: `off` or `""` turns the health answer off.
 pub fn health_path_setting(value: &str) -> Option<String> {

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
 use super::commit;
+use super::esi::{self, EsiBody, EsiLevel};
 use super::fetch;
 use super::relay;
 use super::request_checks;
@@ -73,9 +74,14 @@ pub(crate) async fn handle(
     let (response, cache) = match (refused, &version.policy) {
         (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
         (None, Some(program)) => vcl_route(&shared, &version, program, client, request, xid, true).await,
-        (None, None) => route(&shared, &version, client, request).await,
+        (None, None) => {
+            // Its fetches carry the id to a failure page (a policy's session inserts it too).
+            request.extensions_mut().insert(vcl::Xid(xid));
+            route(&shared, &version, client, request).await
+        }
     };
     let mut response = commit::started(response).await;
+    shared.strip_surrogate_keys(response.headers_mut());
     if version.policy.is_none() {
         response.headers_mut().insert(
             &shared.cache_status_header,
@@ -169,10 +175,13 @@ async fn route(
         return piped(route, &mut parts, bereq, streamed(body, shared.body_timeout)).await;
     }
     if builtin::passes(&parts) {
-        return (
-            relay::pass(route, &parts, streamed(body, shared.body_timeout)).await,
-            CacheState::Pass,
-        );
+        let body = streamed(body, shared.body_timeout);
+        let response = if parts.method == http::Method::POST {
+            fetch::post(route, &parts, body).await
+        } else {
+            relay::pass(route, &parts, body).await
+        };
+        return (response, CacheState::Pass);
     }
     let mut parts = parts;
     wash_accept_encoding(&mut parts.headers);
@@ -246,7 +255,7 @@ async fn lookup(
             let head = &object.head;
             let age = head.age_at(now);
             let serve = match stale::freshness_for_request(
-                head.ttl,
+                object.ttl(),
                 age,
                 &head.directives,
                 &wanted,
@@ -255,9 +264,15 @@ async fn lookup(
                 Reuse::Fresh => Some(CacheState::Hit),
                 Reuse::StaleAllowed => Some(CacheState::Stale),
                 Reuse::Revalidate => {
+                    let soft_purged = object.is_soft_purged();
+                    let situation = if soft_purged {
+                        StaleSituation::SoftPurged
+                    } else {
+                        StaleSituation::Revalidating
+                    };
                     let grant = stale::may_serve_stale(
-                        StaleSituation::Revalidating,
-                        head.ttl,
+                        situation,
+                        object.ttl(),
                         age,
                         &head.directives,
                         &wanted,
@@ -265,6 +280,12 @@ async fn lookup(
                         ignore_request,
                     );
                     grant.map(|_| {
+                        if soft_purged {
+                            shared
+                                .stats
+                                .soft_purged_served
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         fetch::refresh_in_background(route, request, key.clone(), object.clone());
                         CacheState::Stale
                     })
@@ -445,11 +466,123 @@ async fn vcl_route(
     xid: i64,
     may_switch: bool,
 ) -> (Response<ProxyBody>, CacheState) {
-    let (mut parts, body) = request.into_parts();
+    let (parts, body) = request.into_parts();
+    let arrival = Arrival {
+        body: Some(body),
+        xid,
+        may_switch,
+        esi: None,
+    };
+    vcl_steps(shared, version, program, client, parts, arrival).await
+}
+
+/// What a request brings to [`vcl_steps`] besides its head.
+struct Arrival {
+    /// The client's body; `None` for an ESI include, which has none.
+    body: Option<Incoming>,
+    xid: i64,
+    /// Whether `return (vcl(LABEL))` may switch policies (see [`vcl_route`]).
+    may_switch: bool,
+    /// Where an ESI include stands; `None` for the client's own request.
+    esi: Option<EsiLevel>,
+}
+
+/// An ESI include, as a request of its own: the policy from `vcl_recv` on, the cache on its
+/// own key, `vcl_deliver`, and its own includes in turn (see `esi::deliver`).
+async fn esi_include(
+    shared: Arc<Shared>,
+    version: Arc<Version>,
+    client: SocketAddr,
+    mut request: Parts,
+    esi: EsiLevel,
+) -> Response<ProxyBody> {
+    // The page's body (and its rollback state) are not the include's.
+    request.extensions.remove::<vcl::CachedBody>();
+    request.extensions.remove::<vcl::Received>();
+    let Some(program) = version.policy.as_ref() else {
+        let detail = "ESI include without a policy";
+        return synth::plain(StatusCode::SERVICE_UNAVAILABLE, detail);
+    };
+    let arrival = Arrival {
+        body: None,
+        xid: vcl::next_xid(),
+        may_switch: true,
+        esi: Some(esi),
+    };
+    vcl_steps(&shared, &version, program, client, request, arrival)
+        .await
+        .0
+}
+
+/// Makes a page's includes through [`esi_include`].
+struct Includes {
+    shared: Arc<Shared>,
+    version: Arc<Version>,
+    client: SocketAddr,
+}
+
+impl esi::Includes for Includes {
+    fn include(
+        &self,
+        request: Parts,
+        level: EsiLevel,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<ProxyBody>> + Send>> {
+        let (shared, version) = (self.shared.clone(), self.version.clone());
+        Box::pin(esi_include(shared, version, self.client, request, level))
+    }
+}
+
+/// `response` assembled when it is an ESI page that `req.esi` and `resp.do_esi` leave on.
+fn esi_assembled(
+    shared: &Arc<Shared>,
+    version: &Arc<Version>,
+    session: &ClientSession,
+    mut response: Response<ProxyBody>,
+) -> Response<ProxyBody> {
+    if response.extensions().get::<EsiBody>().is_none() {
+        return response;
+    }
+    if !session.req_esi || session.req.method == http::Method::HEAD {
+        response.extensions_mut().remove::<EsiBody>();
+        return response;
+    }
+    let level = session.esi.clone().unwrap_or_else(|| EsiLevel::top(&session.req));
+    let assembly = esi::Assembly {
+        includes: Arc::new(Includes {
+            shared: shared.clone(),
+            version: version.clone(),
+            client: session.client,
+        }),
+        request: session.req.clone(),
+        level,
+        max_depth: shared.max_esi_depth,
+        max_body: shared.max_object_size,
+        stats: shared.stats.clone(),
+    };
+    esi::assemble(response, assembly)
+}
+
+/// [`vcl_route`] from its head: also the way in of an ESI include.
+async fn vcl_steps(
+    shared: &Arc<Shared>,
+    version: &Arc<Version>,
+    program: &Program,
+    client: SocketAddr,
+    mut parts: Parts,
+    arrival: Arrival,
+) -> (Response<ProxyBody>, CacheState) {
+    let Arrival {
+        body,
+        xid,
+        may_switch,
+        esi,
+    } = arrival;
     // As Varnish, the labelled policy gets the request as received (a rollback).
     let mut received = (may_switch && version.switches_labels).then(|| parts.clone());
-    let had_body = !http_body::Body::is_end_stream(&body);
-    let mut body = Some(body);
+    let had_body = body
+        .as_ref()
+        .is_some_and(|body| !http_body::Body::is_end_stream(body));
+    let mut body = body;
     if program.rolls_back() {
         let as_sent = vcl::Received::of(&parts);
         parts.extensions.insert(as_sent);
@@ -457,7 +590,8 @@ async fn vcl_route(
     if let Some(limit) = program.req_body_limit() {
         cache_req_body(&mut parts, &mut body, had_body, limit, shared.body_timeout).await;
     }
-    let mut session = ClientSession::new(parts, client, version, xid, shared.cache.clock.clone());
+    let mut session = ClientSession::new(parts, client, version, xid, shared.cache.clone());
+    session.esi = esi;
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
             session.run_waiting(program, Sub::Recv).await
@@ -567,15 +701,18 @@ async fn vcl_route(
                     let first_pass = session.restarts == 0;
                     let target = shared.labels.get(&label);
                     match (first_pass, target, received.take(), body.take()) {
-                        (true, Some(target), Some(parts), Some(body)) => {
+                        (true, Some(target), Some(parts), body) => {
                             let Some(labelled) = target.policy.as_ref() else {
                                 break Step::Synth(503, Some(format!("label `{label}` has no policy")));
                             };
-                            let request = Request::from_parts(parts, body);
-                            return Box::pin(vcl_route(
-                                shared, &target, labelled, client, request, xid, false,
-                            ))
-                            .await;
+                            let arrival = Arrival {
+                                body,
+                                xid,
+                                may_switch: false,
+                                esi: session.esi.clone(),
+                            };
+                            return Box::pin(vcl_steps(shared, &target, labelled, client, parts, arrival))
+                                .await;
                         }
                         (false, ..) => {
                             let detail =
@@ -615,6 +752,7 @@ async fn vcl_route(
         };
         match outcome {
             Deliver::Done(response, state) => {
+                let response = esi_assembled(shared, version, &session, response);
                 // Plugins that read bodies see this one before its head is sent.
                 let client = Some(session.client);
                 return match session
@@ -781,15 +919,20 @@ async fn vcl_deliver(
         return Deliver::Done(response, state);
     }
     let (mut parts, body) = response.into_parts();
-    session.resp = Some(ClientResponse {
+    session.begin_response(ClientResponse {
         status: parts.status,
         reason: None,
         headers: std::mem::take(&mut parts.headers),
     });
+    session.can_esi = parts.extensions.get::<EsiBody>().is_some();
+    session.do_esi = session.can_esi;
     let action = session.run_waiting(program, Sub::Deliver).await;
     let resp = session.resp.take().expect("set above");
     parts.status = resp.status;
     parts.headers = resp.headers;
+    if !session.do_esi {
+        parts.extensions.remove::<EsiBody>();
+    }
     match action {
         Action::Restart => Deliver::Restart,
         Action::Synth { status, reason } => {
@@ -815,7 +958,7 @@ fn vcl_synth(
         status_header,
         HeaderValue::from_static(CacheState::Synth.as_str()),
     );
-    session.resp = Some(ClientResponse {
+    session.begin_response(ClientResponse {
         status,
         reason,
         headers,

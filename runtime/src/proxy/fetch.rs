@@ -1,6 +1,6 @@
 //! Cache misses from the origin: the fetch (retries, a 304 that selects nothing), the judgement
 //! of what may be stored and for how long (`vcl_backend_response` with a policy), revalidations
-//! of stale objects, and background refreshes. The body goes into the cache through
+//! of stale objects, background refreshes, and POST responses kept for later GETs. The body goes into the cache through
 //! `cache::fill`; what is not stored is relayed (`relay`).
 //!
 //! A miss runs in its own task, so a client that goes away does not abort a fetch that others
@@ -17,10 +17,10 @@ use http_body::Body as _;
 use tokio::sync::oneshot;
 
 use super::attempts::{failure, Attempts, FetchFailure};
-use super::relay::{relay, replacement};
+use super::relay::{self, relay, replacement};
 use super::route::Route;
 use super::vcl::{self, BackendSession};
-use super::{bereq, h2_accounting, headers, respond, synth, Shared};
+use super::{bereq, builtin, h2_accounting, headers, invalidate, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
 use crate::cache::body::{ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
@@ -81,7 +81,7 @@ fn stale_on_error<'a>(
     let wanted = RequestDirectives::from_headers(request);
     let grant = stale::may_serve_stale(
         StaleSituation::OriginError,
-        head.ttl,
+        object.ttl(),
         head.age_at(shared.cache.clock.now()),
         &head.directives,
         &wanted,
@@ -163,7 +163,7 @@ fn answer(
                 respond::from_object(object, method, request_headers, now),
                 CacheState::Stale,
             ),
-            None => (failure(failed), CacheState::Miss),
+            None => (failure(failed, shared.show_backend_errors), CacheState::Miss),
         },
     }
 }
@@ -187,7 +187,7 @@ pub(super) async fn hit_for_pass(
         let request_time = shared.cache.clock.now();
         let response = match attempts.send(&mut backend, bereq).await {
             Ok(response) => response,
-            Err(failed) => return (failure(failed), CacheState::Miss),
+            Err(failed) => return (failure(failed, shared.show_backend_errors), CacheState::Miss),
         };
         if version.policy.is_none() && !may_be_stored(shared, request, &response) {
             let head_only = request.method == Method::HEAD;
@@ -205,7 +205,7 @@ pub(super) async fn hit_for_pass(
                     bereq = next;
                     backend = task.backend;
                 }
-                Err(failed) => return (failure(failed), CacheState::Miss),
+                Err(failed) => return (failure(failed, shared.show_backend_errors), CacheState::Miss),
             },
             Settled::Done(delivery) => return answer(shared, delivery, None, request),
             Settled::Filling(delivery, filling) => {
@@ -213,6 +213,59 @@ pub(super) async fn hit_for_pass(
                 return answer(shared, delivery, None, request);
             }
         }
+    }
+}
+
+/// A POST passed to the origin, whose response is also stored for later GETs of its target
+/// URI when RFC 9110 §9.3.3 allows it (`--no-store-post-responses` turns this off): explicit
+/// freshness and a `Content-Location` naming the target URI
+/// ([`storable::post_reusable_for_get`]), then the judgement of any response. The response
+/// first invalidates what is stored for the URI, as any response to an unsafe method
+/// (RFC 9111 §4.4), and then becomes the stored response. Without a policy only, and not for
+/// requests with credentials or cookies, which are never answered from the cache nor fill it.
+/// Anything else is relayed as a pass.
+pub(super) async fn post(route: Route<'_>, request: &Parts, body: OutgoingBody) -> Response<ProxyBody> {
+    let Route { shared, version, .. } = route;
+    let credentials = request.headers.contains_key(header::AUTHORIZATION)
+        || request.headers.contains_key(header::COOKIE);
+    if !shared.store_post_responses || version.policy.is_some() || credentials {
+        return relay::pass(route, request, body).await;
+    }
+    h2_accounting::origin_fetch_started();
+    let mut bereq = bereq::pass(request, route.client.ip(), body);
+    let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
+    let request_time = shared.cache.clock.now();
+    let response = match attempts.send(&mut backend, bereq).await {
+        Ok(response) => response,
+        Err(failed) => return failure(failed, shared.show_backend_errors),
+    };
+    invalidate::after(shared, route.client.ip(), request, &response);
+    let reusable = invalidate::effective_uri(request).is_some_and(|(_, target)| {
+        let directives = ResponseDirectives::from_headers(response.headers(), shared.targeted());
+        storable::post_reusable_for_get(&target, response.headers(), &directives)
+    });
+    if !reusable {
+        return relay(response, false, shared.targeted_to_strip());
+    }
+    let key = builtin::vcl_hash(request);
+    let mut task = FetchTask::new(route, request.clone(), key, None, None);
+    // A POST response that may not be stored says nothing about the GETs of the URL.
+    task.fill.keep_hit_for_pass_mark();
+    task.backend = backend;
+    // The client gets the origin's answer to its POST, not one its conditionals select.
+    let (mut unconditional, _) = Request::new(()).into_parts();
+    unconditional.method = Method::POST;
+    match task.settle(response, request_time, &mut attempts) {
+        Settled::Done(delivery) => answer(shared, delivery, None, &unconditional).0,
+        Settled::Filling(delivery, filling) => {
+            tokio::spawn(task.fill_from(filling));
+            answer(shared, delivery, None, &unconditional).0
+        }
+        // Only `vcl_backend_response` retries, and this runs without a policy.
+        Settled::Retry => synth::plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "a POST response to be stored asked for a retry",
+        ),
     }
 }
 
@@ -295,13 +348,14 @@ impl FetchTask {
         stale: Option<Arc<CachedObject>>,
     ) -> FetchTask {
         let shared = route.shared;
-        let fill = Fill::new(
+        let mut fill = Fill::new(
             shared.cache.clone(),
             key,
             leader,
             shared.max_object_size,
             shared.finish_abandoned_fills,
         );
+        fill.parse_esi_with(super::esi::parse_stored);
         FetchTask {
             shared: shared.clone(),
             version: route.version.clone(),
@@ -477,13 +531,16 @@ impl FetchTask {
     ) -> Delivery {
         match judged {
             Ok((head, rule)) => {
-                let object = Arc::new(CachedObject::new(Arc::new(head), stale.body.clone()));
+                let object = Arc::new(
+                    CachedObject::new(Arc::new(head), stale.body.clone()).with_esi(stale.esi.clone()),
+                );
                 self.fill.store_complete(object.clone(), rule);
                 Delivery::Revalidated(object)
             }
             Err(NotStored::RequestNoStore) => {
-                let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
-                Delivery::Revalidated(object)
+                let object =
+                    CachedObject::new(stale.head.clone(), stale.body.clone()).with_esi(stale.esi.clone());
+                Delivery::Revalidated(Arc::new(object))
             }
             Err(NotStored::Replaced(response)) => {
                 self.fill.purge();
@@ -496,8 +553,9 @@ impl FetchTask {
                     tracing::debug!(reason, "revalidated object no longer storable");
                 }
                 self.fill.purge();
-                let object = Arc::new(CachedObject::new(stale.head.clone(), stale.body.clone()));
-                Delivery::Revalidated(object)
+                let object =
+                    CachedObject::new(stale.head.clone(), stale.body.clone()).with_esi(stale.esi.clone());
+                Delivery::Revalidated(Arc::new(object))
             }
         }
     }
@@ -554,10 +612,12 @@ impl FetchTask {
         let initial_age = age::initial_age(fields, request_time, response_time);
         let has_validator = storable::has_validator(fields);
         let (mut grace, mut keep) = (shared.grace, shared.keep);
+        let mut esi = false;
         if let Some(program) = self.version.policy.as_ref() {
             let remaining = ttl.saturating_sub(initial_age);
-            let (vcl_ttl, vcl_grace, vcl_keep) =
+            let (vcl_ttl, vcl_grace, vcl_keep, do_esi) =
                 self.vcl_backend_response(program, status, fields, version, remaining, attempts)?;
+            esi = do_esi;
             // `beresp.ttl` counts from now, RFC lifetimes from the response's creation.
             ttl = vcl_ttl + initial_age;
             (grace, keep) = (vcl_grace, vcl_keep);
@@ -610,13 +670,15 @@ impl FetchTask {
             variant,
             url,
             host,
+            esi,
         };
         Ok((head, rule))
     }
 
     /// Runs `vcl_backend_response` (the user's, then the builtin's): the policy may edit the
-    /// headers to be stored and set `beresp.ttl` / `grace` / `keep` / `uncacheable`, and may
-    /// run plugins. Returns the TTL, grace and keep to store with, or why not to store.
+    /// headers to be stored and set `beresp.ttl` / `grace` / `keep` / `uncacheable` /
+    /// `do_esi`, and may run plugins. Returns the TTL, grace and keep to store with and
+    /// `beresp.do_esi`, or why not to store.
     fn vcl_backend_response(
         &self,
         program: &Program,
@@ -625,12 +687,13 @@ impl FetchTask {
         version: http::Version,
         ttl: Duration,
         attempts: &mut Attempts<'_>,
-    ) -> Result<(Duration, Duration, Duration), NotStored> {
+    ) -> Result<(Duration, Duration, Duration, bool), NotStored> {
         let mut beresp = Response::new(()).into_parts().0;
         beresp.status = *status;
         beresp.version = version;
         beresp.headers = std::mem::take(fields);
         let mut request = self.request.clone();
+        attempts.lend_as_built(&mut request);
         let mut session = BackendSession::new(&mut request, self.backend.name(), false, &mut attempts.task);
         session.ttl = ttl.as_secs_f64();
         session.grace = self.shared.grace.as_secs_f64();
@@ -639,6 +702,15 @@ impl FetchTask {
         session.retries = attempts.retries;
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
+        if session.rolled_back {
+            return match attempts.after_rollback(&self.backend, action == Action::Retry) {
+                Ok(()) => Err(NotStored::Retry),
+                Err(failed) => Err(NotStored::Replaced(Box::new(failure(
+                    failed,
+                    self.shared.show_backend_errors,
+                )))),
+            };
+        }
         if action == Action::Retry {
             return Err(NotStored::Retry);
         }
@@ -657,6 +729,7 @@ impl FetchTask {
                 seconds(session.ttl),
                 seconds(session.grace),
                 seconds(session.keep),
+                session.do_esi,
             )
         });
         *fields = std::mem::take(&mut beresp.headers);

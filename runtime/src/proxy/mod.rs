@@ -12,7 +12,8 @@
 //! what a client request must satisfy before anything else sees it (its refusals carry their
 //! 4xx/5xx);
 //! `h2_accounting` counts a request's origin fetches for the server's HTTP/2 caps; `pipe`
-//! tunnels piped requests and WebSocket upgrades to the origin.
+//! tunnels piped requests and WebSocket upgrades to the origin; `esi` parses ESI pages when
+//! they are stored and assembles them at delivery.
 
 mod access_log;
 mod attempts;
@@ -21,6 +22,7 @@ mod builtin;
 mod client_tls;
 mod commit;
 mod driver;
+mod esi;
 mod fetch;
 mod h2_accounting;
 mod headers;
@@ -81,6 +83,8 @@ pub(crate) struct Shared {
     pub body_timeout: Duration,
     /// `--pipe-timeout`: the longest silence, both ways, of a pipe's tunnel.
     pub pipe_timeout: Duration,
+    /// `--max-esi-depth`.
+    pub max_esi_depth: u32,
     /// `--max-pipes`, and a permit per pipe open.
     pub max_pipes: usize,
     pub pipes: Arc<tokio::sync::Semaphore>,
@@ -94,6 +98,12 @@ pub(crate) struct Shared {
     pub ignore_request_cache_control: bool,
     pub targeted_cache_control: Option<HeaderName>,
     pub strip_targeted_cache_control: bool,
+    /// `--keep-surrogate-key-headers`: the key headers reach clients.
+    pub keep_surrogate_key_headers: bool,
+    /// `--show-backend-errors`: failed fetches' pages name the backend and the OS error.
+    pub show_backend_errors: bool,
+    /// `store_post_responses`: POST responses may be stored for later GETs (RFC 9110 §9.3.3).
+    pub store_post_responses: bool,
 }
 
 impl Shared {
@@ -119,6 +129,7 @@ impl Shared {
             body_timeout: config.client_timeouts.body,
             pipe_timeout: config.pipe_timeout,
             max_pipes: config.max_pipes,
+            max_esi_depth: config.max_esi_depth,
             pipes: Arc::new(tokio::sync::Semaphore::new(config.max_pipes)),
             request_limits: config.request_limits,
             purge_allow: config.purge_allow.clone(),
@@ -129,6 +140,9 @@ impl Shared {
             ignore_request_cache_control: config.ignore_request_cache_control,
             targeted_cache_control: config.targeted_cache_control.clone(),
             strip_targeted_cache_control: config.strip_targeted_cache_control,
+            keep_surrogate_key_headers: config.keep_surrogate_key_headers,
+            show_backend_errors: config.show_backend_errors,
+            store_post_responses: config.store_post_responses,
         }
     }
 
@@ -151,6 +165,18 @@ impl Shared {
     /// The targeted cache-control field name, if enabled.
     pub fn targeted(&self) -> Option<&HeaderName> {
         self.targeted_cache_control.as_ref()
+    }
+
+    /// Removes the surrogate-key headers from a response to a client, unless
+    /// `--keep-surrogate-key-headers`. They stay stored: the key index reads them again when
+    /// the object leaves.
+    pub fn strip_surrogate_keys(&self, headers: &mut http::HeaderMap) {
+        if self.keep_surrogate_key_headers {
+            return;
+        }
+        for name in self.cache.store.keys().headers() {
+            headers.remove(name);
+        }
     }
 
     /// The targeted field when `--strip-targeted-cache-control` keeps it from clients (and so

@@ -1,11 +1,15 @@
 //! Responses built from stored objects: the current `Age`, client conditionals answered with
-//! `304` (RFC 9111 §4.3.2), and byte ranges (RFC 9110 §14) cut from the stored body.
+//! `304` (RFC 9111 §4.3.2), and byte ranges (RFC 9110 §14) cut from the stored body. An ESI
+//! page is answered whole, marked for assembly (see `esi`): the stored object's validators
+//! and length are not the assembled page's, so no 304 and no range is cut from it.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 
+use super::esi::EsiBody;
 use crate::cache::body::ProxyBody;
 use crate::cache::object::{CachedObject, ObjectHead};
 use crate::cache::rules::conditional::{self, ConditionalOutcome};
@@ -51,6 +55,12 @@ pub(super) fn from_head(
     request: &HeaderMap,
     now: SystemTime,
 ) -> Response<ProxyBody> {
+    if head.esi {
+        let page = EsiBody::Streaming {
+            url: head.url.clone(),
+        };
+        return esi_page(head, body, page, method, now);
+    }
     if let Some(response) = not_modified(head, request, now) {
         return response;
     }
@@ -65,12 +75,16 @@ pub(super) fn from_head(
 /// The answer to `method`/`request` from a complete stored object: 304, 206, 416 or the
 /// whole object.
 pub(super) fn from_object(
-    object: &CachedObject,
+    object: &Arc<CachedObject>,
     method: &Method,
     request: &HeaderMap,
     now: SystemTime,
 ) -> Response<ProxyBody> {
     let head = &object.head;
+    if object.esi.is_some() {
+        let page = EsiBody::Stored(object.clone());
+        return esi_page(head, object.body.to_body(), page, method, now);
+    }
     if let Some(response) = not_modified(head, request, now) {
         return response;
     }
@@ -111,4 +125,26 @@ pub(super) fn from_object(
     };
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body_length));
     with_age(response(status, headers, body), head, now)
+}
+
+/// The whole ESI page `page`, to be assembled (a `HEAD` gets its head only): no
+/// `Content-Length`, since the assembled length is not the stored one.
+fn esi_page(
+    head: &ObjectHead,
+    body: ProxyBody,
+    page: EsiBody,
+    method: &Method,
+    now: SystemTime,
+) -> Response<ProxyBody> {
+    let mut headers = head.headers.clone();
+    headers.remove(header::CONTENT_LENGTH);
+    let mut response = if method == Method::HEAD {
+        response(head.status, headers, ProxyBody::empty())
+    } else {
+        let mut response = response(head.status, headers, body);
+        response.extensions_mut().insert(page);
+        response
+    };
+    response = with_age(response, head, now);
+    response
 }

@@ -16,11 +16,13 @@ use policy_lang::{
     Var,
 };
 
+use super::esi::EsiLevel;
 use super::plugins::PluginCalls;
 use super::{ClientTls, Proxied};
 use crate::backend::ConnectionAddresses;
 use crate::cache::clock::Clock;
 use crate::cache::object::CachedObject;
+use crate::cache::SharedCache;
 
 /// Transaction ids for `req.xid` / `bereq.xid` and the access log (Varnish numbers its
 /// transactions the same way).
@@ -50,6 +52,33 @@ impl Received {
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             headers: parts.headers.clone(),
+        }
+    }
+
+    /// Puts `parts` back as they were (extensions and version stay).
+    fn restore(&self, parts: &mut Parts) {
+        parts.method = self.method.clone();
+        parts.uri = self.uri.clone();
+        parts.headers = self.headers.clone();
+    }
+}
+
+/// The backend request as it was built from the client's, before `vcl_backend_fetch`, kept in
+/// its extensions for `std.rollback(bereq)` when the policy calls it (Varnish's `bereq0`).
+#[derive(Clone)]
+pub(super) struct BereqAsBuilt(Received);
+
+impl BereqAsBuilt {
+    /// Keeps `bereq` as it is now in its own extensions.
+    pub(super) fn keep(bereq: &mut Parts) {
+        let as_built = BereqAsBuilt(Received::of(bereq));
+        bereq.extensions.insert(as_built);
+    }
+
+    /// Puts `bereq` back as it was kept (if it was).
+    pub(super) fn restore(bereq: &mut Parts) {
+        if let Some(as_built) = bereq.extensions.get::<BereqAsBuilt>().cloned() {
+            as_built.0.restore(bereq);
         }
     }
 }
@@ -258,6 +287,18 @@ pub(super) struct ClientSession {
     pub plugins: PluginCalls,
     /// The request a pipe opens with, in `vcl_pipe`.
     pub bereq: Option<Parts>,
+    /// Where an ESI include stands (`req.esi_level`, `req_top.*`); `None`: the client's own
+    /// request.
+    pub esi: Option<EsiLevel>,
+    /// `req.esi`: `false` turns ESI processing of this request's response off.
+    pub req_esi: bool,
+    /// The response in `vcl_deliver` is an ESI page (`obj.can_esi`), and whether it is to be
+    /// assembled (`resp.do_esi`).
+    pub can_esi: bool,
+    pub do_esi: bool,
+    /// `resp` as `vcl_deliver` or `vcl_synth` began with it, which `std.rollback(req)` puts
+    /// back (Varnish sets the response up again); kept only for a policy that rolls back.
+    resp_as_set_up: Option<ClientResponse>,
     /// For `std.healthy(...)`: the version's backends.
     version: Arc<crate::version::Version>,
     /// What `cookie.*` and `var.*` keep from `vcl_recv` to `vcl_deliver` / `vcl_synth` (the
@@ -265,16 +306,19 @@ pub(super) struct ClientSession {
     task: Task,
     /// `now`, `obj.age` and `obj.ttl`: the cache's time.
     clock: Clock,
+    /// For `xkey.purge` / `xkey.softpurge`, which act on the cache at once.
+    cache: SharedCache,
 }
 
 impl ClientSession {
-    /// `xid`: the request's id, which its access-log line shows too; `clock`: the cache's.
+    /// `xid`: the request's id, which its access-log line shows too; `cache`: the cache whose
+    /// clock the policy reads and which `xkey.*` purges.
     pub fn new(
         req: Parts,
         client: SocketAddr,
         version: &Arc<crate::version::Version>,
         xid: i64,
-        clock: Clock,
+        cache: SharedCache,
     ) -> ClientSession {
         let backend_hint = version
             .policy
@@ -299,10 +343,23 @@ impl ClientSession {
             bans: Vec::new(),
             plugins: PluginCalls::default(),
             bereq: None,
+            esi: None,
+            req_esi: true,
+            can_esi: false,
+            do_esi: false,
+            resp_as_set_up: None,
             version: version.clone(),
             task: Task::default(),
-            clock,
+            clock: cache.clock.clone(),
+            cache,
         }
+    }
+
+    /// The response `vcl_deliver` or `vcl_synth` is about to run over.
+    pub fn begin_response(&mut self, resp: ClientResponse) {
+        let rolls_back = self.version.policy.as_ref().is_some_and(|p| p.rolls_back());
+        self.resp_as_set_up = rolls_back.then(|| resp.clone());
+        self.resp = Some(resp);
     }
 }
 
@@ -361,8 +418,14 @@ impl ClientSession {
             Scope::Resp => Some(&self.resp.as_ref()?.headers),
             Scope::Obj => Some(&self.obj.as_ref()?.head.headers),
             Scope::Bereq => Some(&self.bereq.as_ref()?.headers),
+            Scope::ReqTop => Some(&self.top().headers),
             _ => None,
         }
+    }
+
+    /// The client's request (`req_top`): `req` itself unless this is an ESI include.
+    fn top(&self) -> &Parts {
+        self.esi.as_ref().map_or(&self.req, |esi| &esi.top)
     }
 
     /// The fields a client-side sub may change as `scope` (`obj` is read-only).
@@ -381,9 +444,24 @@ impl ClientSession {
 /// and `local.ip` (this end of the TCP connection), as Varnish defines them, from the
 /// extensions the server put on the request (and the fetch copied onto `bereq`).
 fn connection_address(extensions: &http::Extensions, var: Var) -> Value<'static> {
+    connection_socket(extensions, var).map_or(Value::Unset, |address| Value::Ip(address.ip().to_canonical()))
+}
+
+/// `std.port(IP)` of one of the addresses: 0 when unknown, as Varnish answers for a Unix socket.
+fn connection_port(extensions: &http::Extensions, var: Var) -> i64 {
+    connection_socket(extensions, var).map_or(0, |address| i64::from(address.port()))
+}
+
+/// `std.file_exists(path)`: a stat, following symbolic links, as Varnish's.
+fn file_exists(path: &str) -> bool {
+    std::fs::metadata(path).is_ok()
+}
+
+/// The socket address `var` (`client.ip`, `server.ip`, `remote.ip`, `local.ip`) names.
+fn connection_socket(extensions: &http::Extensions, var: Var) -> Option<SocketAddr> {
     let addresses = extensions.get::<ConnectionAddresses>();
     let proxied = extensions.get::<Arc<Proxied>>();
-    let address = match var {
+    match var {
         Var::ClientIp => addresses.map(|addresses| addresses.client),
         Var::ServerIp => addresses.map(|addresses| addresses.server),
         Var::RemoteIp => proxied
@@ -392,8 +470,7 @@ fn connection_address(extensions: &http::Extensions, var: Var) -> Value<'static>
         _ => proxied
             .map(|proxied| proxied.local)
             .or(addresses.map(|addresses| addresses.server)),
-    };
-    address.map_or(Value::Unset, |address| Value::Ip(address.ip().to_canonical()))
+    }
 }
 
 impl Context for ClientSession {
@@ -420,8 +497,13 @@ impl Context for ClientSession {
                         })
                     })
             }
-            Var::ObjCanEsi => Value::Bool(false),
-            Var::ReqEsiLevel => Value::Int(0),
+            Var::ObjCanEsi => Value::Bool(self.obj.as_ref().map_or(self.can_esi, |o| o.esi.is_some())),
+            Var::ReqEsiLevel => Value::Int(self.esi.as_ref().map_or(0, |esi| i64::from(esi.level))),
+            Var::ReqEsi => Value::Bool(self.req_esi),
+            Var::RespDoEsi => Value::Bool(self.do_esi),
+            Var::ReqTopUrl => Value::str(self.top().uri.path_and_query().map_or("/", |pq| pq.as_str())),
+            Var::ReqTopMethod => Value::str(self.top().method.as_str()),
+            Var::ReqTopProto => Value::str(proto(self.top().version)),
             Var::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),
             Var::ReqBackendHint => Value::Backend(self.backend_hint),
             Var::ObjHits => match &self.obj {
@@ -434,7 +516,7 @@ impl Context for ClientSession {
                 .map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
             Var::ObjTtl => self.obj.as_ref().map_or(Value::Unset, |o| {
                 let age = o.head.age_at(self.clock.now());
-                Value::Duration(o.head.ttl.as_secs_f64() - age.as_secs_f64())
+                Value::Duration(o.ttl().as_secs_f64() - age.as_secs_f64())
             }),
             Var::ObjAge => self.obj.as_ref().map_or(Value::Unset, |o| {
                 Value::Duration(o.head.age_at(self.clock.now()).as_secs_f64())
@@ -475,6 +557,8 @@ impl Context for ClientSession {
             Var::ReqUrl => set_url(&mut self.req.uri, &value),
             Var::ReqMethod => set_method(&mut self.req.method, &value),
             Var::ReqHashAlwaysMiss => self.hash_always_miss = value.truthy(),
+            Var::ReqEsi => self.req_esi = value.truthy(),
+            Var::RespDoEsi => self.do_esi = value.truthy(),
             Var::ReqBackendHint => {
                 if let Value::Backend(backend) = value {
                     self.backend_hint = backend;
@@ -530,6 +614,10 @@ impl Context for ClientSession {
         tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");
     }
 
+    fn purge_keys(&self, keys: &str, soft: bool) -> i64 {
+        i64::try_from(self.cache.purge_keys(keys, soft)).unwrap_or(i64::MAX)
+    }
+
     fn healthy(&self, backend: BackendId) -> bool {
         self.version
             .backends
@@ -548,14 +636,26 @@ impl Context for ClientSession {
         self.req.extensions.get::<CachedBody>().map(|body| &body.0[..])
     }
 
+    fn port(&self, var: Var) -> i64 {
+        match var {
+            Var::ClientIp => i64::from(self.client.port()),
+            _ => connection_port(&self.req.extensions, var),
+        }
+    }
+
+    fn file_exists(&self, path: &str) -> bool {
+        file_exists(path)
+    }
+
     fn rollback(&mut self, scope: policy_lang::Scope) {
         if scope != policy_lang::Scope::Req {
             return;
         }
         if let Some(received) = self.req.extensions.get::<Received>().cloned() {
-            self.req.method = received.method;
-            self.req.uri = received.uri;
-            self.req.headers = received.headers;
+            received.restore(&mut self.req);
+        }
+        if self.resp.is_some() {
+            self.resp.clone_from(&self.resp_as_set_up);
         }
     }
 
@@ -599,6 +699,8 @@ pub(super) struct BackendSession<'a> {
     pub bereq: &'a mut Parts,
     pub beresp: Option<&'a mut http::response::Parts>,
     pub uncacheable: bool,
+    /// `beresp.do_esi`: the body is to be parsed for ESI.
+    pub do_esi: bool,
     pub ttl: f64,
     pub grace: f64,
     pub keep: f64,
@@ -614,6 +716,9 @@ pub(super) struct BackendSession<'a> {
     pub version: Option<&'a crate::version::Version>,
     /// Plugins `vcl_backend_response` runs (none unless the fetch sets them).
     pub plugins: PluginCalls,
+    /// `std.rollback(bereq)` ran: in `vcl_backend_response` the response is let go, as Varnish
+    /// closes its connection (see [`super::attempts::Attempts::after_rollback`]).
+    pub rolled_back: bool,
     /// What `cookie.*` and `var.*` keep from `vcl_backend_fetch` to `vcl_backend_response` /
     /// `vcl_backend_error`: the backend task, kept by the fetch's attempts across retries.
     task: &'a mut Task,
@@ -632,6 +737,7 @@ impl<'a> BackendSession<'a> {
             bereq,
             beresp: None,
             uncacheable,
+            do_esi: false,
             ttl: 0.0,
             grace: 0.0,
             keep: 0.0,
@@ -642,6 +748,7 @@ impl<'a> BackendSession<'a> {
             backend: None,
             version: None,
             plugins: PluginCalls::default(),
+            rolled_back: false,
             task,
         }
     }
@@ -707,6 +814,7 @@ impl Context for BackendSession<'_> {
             Var::BerespGrace => Value::Duration(self.grace),
             Var::BerespKeep => Value::Duration(self.keep),
             Var::BerespUncacheable => Value::Bool(self.uncacheable),
+            Var::BerespDoEsi => Value::Bool(self.do_esi),
             Var::BerespBackendName => Value::str(self.backend_name),
             Var::BerespWas304 => Value::Bool(false),
             _ => Value::Unset,
@@ -727,6 +835,7 @@ impl Context for BackendSession<'_> {
             Var::BerespKeep => self.keep = seconds(&value).unwrap_or(self.keep),
             // Varnish refuses to make an uncacheable response cacheable again; so do we.
             Var::BerespUncacheable => self.uncacheable |= value.truthy(),
+            Var::BerespDoEsi => self.do_esi = value.truthy(),
             Var::BerespStatus => {
                 if let (Some(beresp), Value::Int(code)) = (self.beresp.as_deref_mut(), &value) {
                     if let Ok(status) = u16::try_from(*code)
@@ -761,6 +870,21 @@ impl Context for BackendSession<'_> {
     }
 
     fn ban(&mut self, _ban: BanExpr) {}
+
+    fn port(&self, var: Var) -> i64 {
+        connection_port(&self.bereq.extensions, var)
+    }
+
+    fn file_exists(&self, path: &str) -> bool {
+        file_exists(path)
+    }
+
+    fn rollback(&mut self, scope: Scope) {
+        if scope == Scope::Bereq {
+            BereqAsBuilt::restore(self.bereq);
+            self.rolled_back = true;
+        }
+    }
 
     fn log(&mut self, msg: &str) {
         tracing::info!(target: "edgecache::vcl", xid = self.xid, "{msg}");

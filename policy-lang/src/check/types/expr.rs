@@ -134,6 +134,7 @@ impl Lowerer<'_> {
             ExprKind::Duration(d) => (Expr::Const(Value::Duration(*d)), Ty::Duration),
             ExprKind::Bytes(b) => (Expr::Const(Value::Bytes(*b)), Ty::Bytes),
             ExprKind::Bool(b) => (Expr::Const(Value::Bool(*b)), Ty::Bool),
+            ExprKind::Blob(hex) => (Expr::Const(Value::Str(Cow::Owned(hex.clone()))), Ty::Blob),
             ExprKind::Name(n) => self.name(n, e.span, expect),
             ExprKind::Call { func, args } => self.call(func, args, e.span),
             ExprKind::Not(x) => {
@@ -167,7 +168,6 @@ impl Lowerer<'_> {
                 Some(h) => (Expr::Header(scope, h), Ty::Str),
                 None => E,
             },
-            VarRef::Top(req) => self.read(*req, span),
         }
     }
 

@@ -12,7 +12,7 @@ use crate::check::SymKind;
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Span};
 use crate::tree::{Expr, Func, Stmt};
 use crate::vocab::sub::mask;
-use crate::vocab::{ArithOp, Value, ValueType, Var};
+use crate::vocab::{ArithOp, ValueType, Var};
 
 impl Lowerer<'_> {
     // === statements ===
@@ -28,6 +28,17 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn stmt(&mut self, s: &ast::Stmt) -> Option<Stmt> {
+        // The `std.timed_call`s of this statement (not of the statements nested in it).
+        let outer = std::mem::take(&mut self.timed);
+        let lowered = self.untimed_stmt(s);
+        let timed = std::mem::replace(&mut self.timed, outer);
+        match lowered {
+            Some(lowered) if !timed.is_empty() => Some(Stmt::Timed(timed, Box::new(lowered))),
+            other => other,
+        }
+    }
+
+    fn untimed_stmt(&mut self, s: &ast::Stmt) -> Option<Stmt> {
         match &s.kind {
             StmtKind::Set { target, op, value } => self.set(target, *op, value),
             StmtKind::Unset { target, legacy } => {
@@ -42,8 +53,21 @@ impl Lowerer<'_> {
             }
             StmtKind::If { branches, otherwise } => {
                 let mut bs = Vec::with_capacity(branches.len());
-                for (c, b) in branches {
+                for (i, (c, b)) in branches.iter().enumerate() {
+                    let (timed, cond_span) = (self.timed.len(), c.span);
                     let c = self.cond(c);
+                    if i > 0 && self.timed.len() > timed {
+                        // Its sub would have to run before the `if`, whichever branch is taken.
+                        self.sink.push(
+                            Diagnostic::new(
+                                Code::Unsupported,
+                                cond_span,
+                                "`std.timed_call` in an `elsif` condition is not supported",
+                            )
+                            .label("timed here")
+                            .hint("time the sub before the `if`: `set req.http.X-T = std.timed_call(s);`, then test the header"),
+                        );
+                    }
                     self.depth += 1;
                     let b = self.body(b);
                     self.depth -= 1;
@@ -172,19 +196,7 @@ impl Lowerer<'_> {
                     .filter(|_| matches!(v, Var::RespBody | Var::BerespBody))
             }
             // Read-only: `scope_check` above reported it.
-            VarRef::Top(_) => None,
             VarRef::Var(v) => {
-                if v == Var::BerespDoEsi && !matches!(rhs, Expr::Const(Value::Bool(false))) {
-                    self.sink.push(
-                        Diagnostic::new(
-                            Code::NoEffect,
-                            target.span,
-                            "`beresp.do_esi` has no effect: edgecache does not process ESI",
-                        )
-                        .label("`<esi:include>` tags reach clients as they are")
-                        .hint("assemble the page at the origin, or cache the fragments as separate URLs the page loads"),
-                    );
-                }
                 let want = Ty::of(vty);
                 let rhs = match (op, want) {
                     (AssignOp::Set, Ty::Str) => self.stringify(rhs, rty, value.span)?,
@@ -269,7 +281,6 @@ impl Lowerer<'_> {
                 Some(Stmt::UnsetHeader(scope, h))
             }
             VarRef::Var(v) => Some(Stmt::UnsetVar(v)),
-            VarRef::Top(_) => None,
         }
     }
 }

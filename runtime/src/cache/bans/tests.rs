@@ -20,6 +20,7 @@ fn object(url: &str, response_time: SystemTime) -> CachedObject {
         variant: None,
         url: url.into(),
         host: None,
+        esi: false,
     };
     CachedObject::new(Arc::new(head), Bytes::from_static(b"body").into())
 }
@@ -42,27 +43,27 @@ fn each_ban_is_tested_once_per_object() {
     for _ in 0..100 {
         assert!(!bans.is_banned(&old));
     }
-    assert_eq!(bans.tested(), BANS, "100 lookups test each ban once");
+    assert_eq!(bans.counters().tested, BANS, "100 lookups test each ban once");
 
     // An object stored after every ban is tested against none of them.
     let young = object("/page", SystemTime::now() + Duration::from_secs(1));
     for _ in 0..100 {
         assert!(!bans.is_banned(&young));
     }
-    assert_eq!(bans.tested(), BANS);
+    assert_eq!(bans.counters().tested, BANS);
 
     // A new ban is tested once more against the old object, not the whole list again.
     ban(&bans, r#"req.url == "/other/new""#);
     assert!(!bans.is_banned(&old));
     assert!(!bans.is_banned(&old));
-    assert_eq!(bans.tested(), BANS + 1);
+    assert_eq!(bans.counters().tested, BANS + 1);
 
     // Trimming keeps the numbering: after it, only bans added later are tested.
     assert_eq!(bans.trim(SystemTime::now() + Duration::from_secs(1)), 0);
     assert!(!bans.is_banned(&old));
     ban(&bans, r#"req.url ~ "^/page""#);
     assert!(bans.is_banned(&old), "a matching ban still bans");
-    assert_eq!(bans.tested(), BANS + 2);
+    assert_eq!(bans.counters().tested, BANS + 2);
     assert!(!bans.is_banned(&young), "not a ban on objects stored after it");
 }
 
@@ -75,4 +76,66 @@ fn a_ban_applies_to_objects_stored_before_it_only() {
     assert!(bans.is_banned(&before));
     assert!(!bans.is_banned(&after));
     assert!(!bans.is_banned(&object("/about", SystemTime::now() - Duration::from_secs(1))));
+}
+
+fn with_header(name: &'static str, value: &'static str, response_time: SystemTime) -> CachedObject {
+    let mut object = object("/page", response_time);
+    let head = Arc::get_mut(&mut object.head).expect("not shared yet");
+    head.headers.insert(name, http::HeaderValue::from_static(value));
+    object
+}
+
+#[test]
+fn the_lurker_works_on_obj_bans_old_enough_and_drops_them_when_done() {
+    let bans = BanList::default();
+    let now = SystemTime::now();
+    let old = now - Duration::from_secs(60);
+    let news = with_header("x-section", "news", old);
+    let sport = with_header("x-section", "sport", old);
+    ban(&bans, r#"obj.http.x-section == "news""#);
+    ban(&bans, r#"req.url ~ "^/page""#);
+
+    // Younger than the cutoff: nothing to do yet, and the wait says when there will be.
+    let (work, next) = bans.lurk_work(now - Duration::from_secs(10));
+    assert!(work.is_empty());
+    assert!(
+        next.is_some_and(|next| next >= Duration::from_secs(9)),
+        "{next:?}"
+    );
+
+    let (work, next) = bans.lurk_work(SystemTime::now());
+    assert_eq!(
+        (work.len(), next),
+        (1, None),
+        "only the obj.* ban is the lurker's"
+    );
+    assert!(bans.lurk(&news, &work), "the news object matches");
+    assert!(bans.is_banned(&news), "and is killed for every later lookup");
+    assert!(!bans.lurk(&sport, &work));
+    bans.lurked(&work);
+
+    let rows = bans.rows();
+    assert_eq!(rows.len(), 1, "the lurked ban is dropped");
+    assert!(!rows[0].lurkable, "the req.* ban stays for lookups");
+    assert!(bans.is_banned(&sport), "and is applied at lookup");
+    let counters = bans.counters();
+    assert_eq!(
+        (counters.lurked, counters.lurker_removed, counters.lurker_tested),
+        (1, 1, 2)
+    );
+}
+
+#[test]
+fn the_lurker_skips_bans_a_lookup_already_tested() {
+    let bans = BanList::default();
+    let stored = with_header("x-section", "sport", SystemTime::now() - Duration::from_secs(1));
+    ban(&bans, r#"obj.http.x-section == "news""#);
+    assert!(!bans.is_banned(&stored), "a lookup tests the ban");
+    let (work, _) = bans.lurk_work(SystemTime::now());
+    assert!(!bans.lurk(&stored, &work));
+    assert_eq!(
+        bans.counters().lurker_tested,
+        0,
+        "the lurker does not test it again"
+    );
 }
