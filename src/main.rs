@@ -1187,6 +1187,9 @@ mod tests {
             "h2_max_concurrent_streams=30",
             "max_restarts=4",
             "max_retries=4",
+            "ban_lurker_age=30s",
+            "ban_lurker_batch=500",
+            "ban_lurker_sleep=0.02",
             "feature=+http2",
         ] {
             set_varnish_parameter(&mut config, param).unwrap_or_else(|error| panic!("{param}: {error}"));
@@ -1207,7 +1210,22 @@ mod tests {
         assert_eq!(config.h2_limits.rapid_reset_limit, 10);
         assert_eq!(config.h2_limits.rapid_reset_period, seconds(20));
         assert_eq!(config.h2_limits.max_concurrent_streams, 30);
-        assert_eq!(VARNISH_PARAMETERS.len(), 19, "each accepted name is set above");
+        assert_eq!(config.ban_lurker_age, seconds(30));
+        assert_eq!(VARNISH_PARAMETERS.len(), 22, "each accepted name is set above");
+    }
+
+    #[test]
+    fn ban_lurker_batch_per_sleep_is_the_lurker_rate() {
+        let params = |list: &[&str]| list.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        for (given, rate) in [
+            (&[][..], None),
+            (&["ban_lurker_batch=500"][..], Some(50_000)),
+            (&["ban_lurker_sleep=0.1"][..], Some(10_000)),
+            (&["ban_lurker_sleep=0.1", "ban_lurker_batch=10"][..], Some(100)),
+            (&["ban_lurker_sleep=0"][..], Some(0)),
+        ] {
+            assert_eq!(ban_lurker_rate_of(&params(given)).unwrap(), rate, "{given:?}");
+        }
     }
 
     #[test]

@@ -218,7 +218,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     let reloader = Arc::new(reloader);
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = vec![admin::spawn_ban_trimmer(shared.cache.clone(), stopped.clone())];
+    let lurker = cache::LurkerSettings {
+        rate: config.ban_lurker_rate,
+        age: config.ban_lurker_age,
+    };
+    let mut tasks = vec![
+        admin::spawn_ban_trimmer(shared.cache.clone(), stopped.clone()),
+        shared.cache.spawn_ban_lurker(lurker, stopped.clone()),
+    ];
     let mut watching = false;
     if config.watch_policy && config.policy.is_some() {
         match reload::spawn_watcher(reloader.clone(), stopped.clone()) {

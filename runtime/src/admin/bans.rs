@@ -1,9 +1,10 @@
-//! Keeping the ban list short.
+//! Showing the ban list (`GET /bans`) and keeping it short.
 //!
-//! Bans are applied lazily at lookup (as Varnish does): a lookup that finds an object stored
-//! before a matching ban drops it. Every lookup tests the list, so a list that only grows makes
-//! every hit slower. A ban applies only to objects stored before it was added; once no stored
-//! object is older than a ban, the ban can never match again and is dropped.
+//! Bans are applied at lookup (as Varnish does): a lookup that finds an object stored before a
+//! matching ban drops it. Bans on `obj.*` are also applied by the lurker (`cache::bans::lurker`),
+//! which drops them once done; the others stay. A ban applies only to objects stored before it
+//! was added; once no stored object is older than a ban, the ban can never match again and is
+//! dropped.
 //!
 //! The cutoff passed to `SharedCache::trim_bans` is the older of
 //! - the `response_time` of the oldest stored object ([`oldest_stored`]), and
@@ -15,10 +16,14 @@
 
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::Full;
+use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::SharedCache;
+use crate::cache::{BanRow, SharedCache};
 
 /// Bans younger than this are never trimmed.
 pub const MIN_AGE: Duration = Duration::from_secs(60);
@@ -65,4 +70,58 @@ pub(crate) fn spawn_trimmer(cache: SharedCache, mut stopped: watch::Receiver<boo
             }
         }
     })
+}
+
+/// `GET /bans` (`ban.list`): the list after trimming, oldest first, each ban with its age, who
+/// applies it (the lurker for bans on `obj.*`, lookups for the others) and the objects it has
+/// removed, and the counters; `?format=text` is a table for `edgecache admin ban.list`.
+pub(super) fn list(cache: &SharedCache, query: &str) -> Response<Full<Bytes>> {
+    trim(cache);
+    let as_text = super::query_param(query, "format").as_deref() == Some("text");
+    let now = cache.clock.now();
+    let rows = cache.ban_rows();
+    let age = |row: &BanRow| now.duration_since(row.since).unwrap_or_default().as_secs_f64();
+    let applied_by = |row: &BanRow| if row.lurkable { "lurker" } else { "lookup" };
+    if as_text {
+        let mut table = format!(
+            "{:>6}  {:>9}  {:>7}  {:<10}  ban\n",
+            "seq", "age", "removed", "applied by"
+        );
+        for row in &rows {
+            table.push_str(&format!(
+                "{:>6}  {:>8.1}s  {:>7}  {:<10}  {}\n",
+                row.seq,
+                age(row),
+                row.removed,
+                applied_by(row),
+                row.expr
+            ));
+        }
+        return super::text(StatusCode::OK, &table);
+    }
+    let counters = cache.ban_counters();
+    let bans: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            json!({
+                "seq": row.seq,
+                "ban": row.expr,
+                "age_seconds": age(row),
+                "added": httpdate::fmt_http_date(row.since),
+                "added_unix": super::unix(row.since),
+                "applied_by": applied_by(row),
+                "removed": row.removed,
+            })
+        })
+        .collect();
+    super::json(
+        StatusCode::OK,
+        json!({
+            "bans": bans,
+            "tested": counters.tested,
+            "lurked": counters.lurked,
+            "lurker_tested": counters.lurker_tested,
+            "lurker_removed": counters.lurker_removed,
+        }),
+    )
 }

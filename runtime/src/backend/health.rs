@@ -6,7 +6,7 @@
 //! first good probe). This module does no I/O and reads no clock: the prober
 //! ([`super::probe`]) feeds it results with their time, and readers take a [`HealthReport`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::SystemTime;
 
 use parking_lot::Mutex;
@@ -141,6 +141,51 @@ impl Health {
             last_change: state.last_change,
             last_failure: state.last_failure.clone(),
         }
+    }
+}
+
+/// An operator's override of a backend's health (`backend.set_health`, as varnishadm's):
+/// `Sick` and `Healthy` win over the probe (and over having none), `Auto` follows it again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AdminHealth {
+    #[default]
+    Auto,
+    Healthy,
+    Sick,
+}
+
+impl AdminHealth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminHealth::Auto => "auto",
+            AdminHealth::Healthy => "healthy",
+            AdminHealth::Sick => "sick",
+        }
+    }
+
+    /// `healthy`, `sick` or `auto` (varnishadm's words).
+    pub fn parse(text: &str) -> Option<AdminHealth> {
+        [AdminHealth::Auto, AdminHealth::Healthy, AdminHealth::Sick]
+            .into_iter()
+            .find(|health| health.as_str() == text)
+    }
+}
+
+/// The override as the request path reads it: one atomic load.
+#[derive(Debug, Default)]
+pub(super) struct AdminHealthCell(AtomicU8);
+
+impl AdminHealthCell {
+    pub(super) fn get(&self) -> AdminHealth {
+        match self.0.load(Ordering::Relaxed) {
+            1 => AdminHealth::Healthy,
+            2 => AdminHealth::Sick,
+            _ => AdminHealth::Auto,
+        }
+    }
+
+    pub(super) fn set(&self, health: AdminHealth) {
+        self.0.store(health as u8, Ordering::Relaxed);
     }
 }
 

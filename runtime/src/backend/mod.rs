@@ -45,8 +45,8 @@ use addresses::{Addresses, Refresher};
 use admission::InFlight;
 use connector::OriginConnector;
 pub use error::{BackendError, FailureKind, Stage};
-use health::Health;
-pub use health::HealthReport;
+pub use health::{AdminHealth, HealthReport};
+use health::{AdminHealthCell, Health};
 pub use pipe::Piped;
 use pool::Pool;
 pub use proxy_header::ConnectionAddresses;
@@ -109,6 +109,8 @@ struct Inner {
     stats: Arc<BackendStats>,
     /// With a probe: its state, and the task feeding it (aborted when this is dropped).
     health: Option<(Arc<Health>, probe::Prober)>,
+    /// `backend.set_health`: what the operator said, over the probe.
+    admin_health: AdminHealthCell,
     addresses: Addresses,
     /// With a `.host` name: the task looking it up again (aborted when this is dropped).
     _refresher: Option<Refresher>,
@@ -260,6 +262,7 @@ impl Backend {
                 target,
                 stats,
                 health,
+                admin_health: AdminHealthCell::default(),
                 addresses,
                 _refresher: refresher,
             }),
@@ -292,12 +295,29 @@ impl Backend {
         self.inner.authority.as_str()
     }
 
-    /// Whether the probe says the origin is up; always true without a probe. One atomic load.
+    /// Whether the origin is to be used: what the operator set with `backend.set_health`, else
+    /// what the probe says (always true without a probe). One or two atomic loads.
     pub fn healthy(&self) -> bool {
-        self.inner
-            .health
-            .as_ref()
-            .is_none_or(|(health, _)| health.healthy())
+        match self.inner.admin_health.get() {
+            AdminHealth::Healthy => true,
+            AdminHealth::Sick => false,
+            AdminHealth::Auto => self
+                .inner
+                .health
+                .as_ref()
+                .is_none_or(|(health, _)| health.healthy()),
+        }
+    }
+
+    /// The operator's override (`backend.set_health`); `Auto` when there is none.
+    pub fn admin_health(&self) -> AdminHealth {
+        self.inner.admin_health.get()
+    }
+
+    /// Sets the operator's override: `Sick` or `Healthy` whatever the probe says, `Auto` to
+    /// follow the probe again. The probe keeps running meanwhile.
+    pub fn set_admin_health(&self, health: AdminHealth) {
+        self.inner.admin_health.set(health);
     }
 
     /// The probe's state (window, good results, last change, last failure); `None` without a

@@ -12,10 +12,14 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use policy_lang::BanExpr;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::telemetry::Stats;
+pub(crate) use bans::lurker::LurkerSettings;
 use bans::BanList;
+pub(crate) use bans::{BanCounters, BanRow};
 use clock::Clock;
 use coalesce::Coalescer;
 use key::CacheKey;
@@ -82,8 +86,27 @@ impl SharedCache {
         self.bans.is_banned(object)
     }
 
-    /// Ban expressions evaluated against objects so far (Varnish's `bans_tested`).
+    /// Ban expressions evaluated against objects at lookup so far (Varnish's `bans_tested`).
     pub fn bans_tested(&self) -> u64 {
-        self.bans.tested()
+        self.bans.counters().tested
+    }
+
+    /// The ban list, oldest first (`GET /bans`).
+    pub fn ban_rows(&self) -> Vec<BanRow> {
+        self.bans.rows()
+    }
+
+    /// What lookups and the lurker have done with the bans.
+    pub fn ban_counters(&self) -> BanCounters {
+        self.bans.counters()
+    }
+
+    /// Starts the ban lurker (see `bans::lurker`); the task ends when `stopped` turns true.
+    pub fn spawn_ban_lurker(
+        &self,
+        settings: LurkerSettings,
+        stopped: watch::Receiver<bool>,
+    ) -> JoinHandle<()> {
+        bans::lurker::spawn(self.clone(), settings, stopped)
     }
 }

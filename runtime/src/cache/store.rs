@@ -146,6 +146,41 @@ impl Store {
         self.objects.insert(key, Arc::new(variants));
     }
 
+    /// Every stored object with its key, in no particular order (the ban lurker's walk). Keys
+    /// stored or removed meanwhile may or may not be seen.
+    pub fn objects(&self) -> impl Iterator<Item = (Arc<CacheKey>, Arc<CachedObject>)> + '_ {
+        self.objects.iter().flat_map(|(key, variants)| {
+            (0..variants.objects.len()).map(move |at| (key.clone(), variants.objects[at].clone()))
+        })
+    }
+
+    /// Removes one stored variant of a key, keeping the others; whether it was stored.
+    pub fn remove_object(&self, key: &CacheKey, object: &Arc<CachedObject>) -> bool {
+        use moka::ops::compute::Op;
+        let result = self.objects.entry_by_ref(key).and_compute_with(|entry| {
+            let Some(entry) = entry else { return Op::Nop };
+            let variants = entry.into_value();
+            if !variants.objects.iter().any(|stored| Arc::ptr_eq(stored, object)) {
+                return Op::Nop;
+            }
+            let rest: Vec<_> = variants
+                .objects
+                .iter()
+                .filter(|stored| !Arc::ptr_eq(stored, object))
+                .cloned()
+                .collect();
+            if rest.is_empty() {
+                Op::Remove
+            } else {
+                Op::Put(Arc::new(Variants::new(key, variants.rule.clone(), rest)))
+            }
+        });
+        !matches!(
+            result,
+            moka::ops::compute::CompResult::StillNone(_) | moka::ops::compute::CompResult::Unchanged(_)
+        )
+    }
+
     /// Removes every variant of a key. Returns whether anything was stored.
     pub fn purge(&self, key: &CacheKey) -> bool {
         self.objects.remove(key).is_some()
