@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use http::header;
 use http::request::Parts;
-use http::Response;
+use http::{Response, Uri};
 
 use super::Shared;
 use crate::cache::key::CacheKey;
@@ -18,14 +18,7 @@ pub(super) fn after<B>(shared: &Shared, client: IpAddr, request: &Parts, respons
     if !invalidate::is_unsafe(&request.method) || !shared.may_invalidate(client) {
         return;
     }
-    let host = request
-        .headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .or_else(|| request.uri.authority().map(|a| a.as_str()));
-    let Some(host) = host else { return };
-    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let Ok(absolute) = format!("http://{host}{target}").parse::<http::Uri>() else {
+    let Some((host, absolute)) = effective_uri(request) else {
         return;
     };
     let targets =
@@ -38,4 +31,17 @@ pub(super) fn after<B>(shared: &Shared, client: IpAddr, request: &Parts, respons
         shared.cache.coalescer.clear_hit_for_pass(&key);
         tracing::debug!(%uri, method = %request.method, "invalidated");
     }
+}
+
+/// The request's host and its effective request URI (RFC 9110 §7.1), `http://HOST/path?query`,
+/// which invalidation and `Content-Location` are resolved against.
+pub(super) fn effective_uri(request: &Parts) -> Option<(&str, Uri)> {
+    let host = request
+        .headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .or_else(|| request.uri.authority().map(|a| a.as_str()))?;
+    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let absolute = format!("http://{host}{target}").parse::<Uri>().ok()?;
+    Some((host, absolute))
 }

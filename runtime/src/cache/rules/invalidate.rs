@@ -62,6 +62,17 @@ pub(crate) fn invalidation_targets(
     out
 }
 
+/// `true` when the URI reference (a `Content-Location` value) resolved against `target`
+/// (RFC 3986 §5.2, dot segments removed) is `target` itself, compared as
+/// [`invalidation_targets`] normalises URIs: scheme and host in any case, the default port
+/// written or not, a fragment ignored.
+pub(crate) fn refers_to(target: &Uri, reference: &str) -> bool {
+    let base = Parts::from_uri(target);
+    resolve(&base, reference.trim()).is_some_and(|resolved| {
+        base.same_origin(&resolved) && resolved.to_uri().is_some() && resolved.to_uri() == base.to_uri()
+    })
+}
+
 /// URI components (RFC 3986 §3), lowercase scheme and host, port made explicit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Parts {

@@ -3,12 +3,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use http::header::{HeaderMap, AUTHORIZATION, ETAG, LAST_MODIFIED, SET_COOKIE};
-use http::{Method, StatusCode};
+use http::header::{HeaderMap, AUTHORIZATION, CONTENT_LOCATION, ETAG, LAST_MODIFIED, SET_COOKIE};
+use http::{Method, StatusCode, Uri};
 
 use super::control::{RequestDirectives, ResponseDirectives};
 use super::date::http_date;
 use super::freshness::{has_explicit_expiration, is_heuristically_cacheable};
+use super::invalidate::refers_to;
 use super::vary::VaryRule;
 
 #[cfg(test)]
@@ -162,6 +163,19 @@ pub(crate) fn check_storable(
         return Err(NotStorable::NoCacheWithoutValidator);
     }
     Ok(())
+}
+
+/// Whether a response to POST may be stored to answer later GET and HEAD requests for the
+/// target URI (RFC 9110 §9.3.3, RFC 9111 §4): it has explicit freshness (`s-maxage`,
+/// `max-age` or `Expires`, §4.2.1) and a `Content-Location` (first field line) that
+/// identifies the target URI (`target`, the effective request URI, absolute; the reference is
+/// resolved against it). The rest of [`check_storable`] applies as for a GET.
+pub(crate) fn post_reusable_for_get(target: &Uri, resp: &HeaderMap, dirs: &ResponseDirectives) -> bool {
+    has_explicit_expiration(resp, dirs)
+        && resp
+            .get(CONTENT_LOCATION)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|location| refers_to(target, location))
 }
 
 /// `true` when the response carries a validator usable for revalidation: an `ETag`, or a

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName};
-use http::{Method, StatusCode};
+use http::{Method, StatusCode, Uri};
 
 use super::*;
 use crate::cache::rules::control::ResponseDirectives;
@@ -170,4 +170,40 @@ fn reason_names() {
     // Stable names for logs.
     assert_eq!(NotStorable::NoStore.as_str(), "no-store");
     assert_eq!(NotStorable::VaryStar.to_string(), "vary-star");
+}
+
+#[test]
+fn post_responses_reusable_for_get() {
+    let target: Uri = "http://example.com/cart?id=1".parse().unwrap();
+    #[rustfmt::skip]
+    let table: &[(crate::cache::rules::tests::Pairs, bool)] = &[
+        // RFC 9110 §9.3.3: explicit freshness and Content-Location equal to the target URI
+        (&[("cache-control", "max-age=60"), ("content-location", "http://example.com/cart?id=1")], true),
+        // §9.3.3 + RFC 3986 §5.2: a reference resolved against the target URI
+        (&[("cache-control", "max-age=60"), ("content-location", "/cart?id=1")], true),
+        (&[("cache-control", "max-age=60"), ("content-location", "cart?id=1")], true),
+        (&[("cache-control", "max-age=60"), ("content-location", "/x/../cart?id=1")], true),
+        // RFC 3986 §6.2: scheme and host in any case, the default port, a fragment
+        (&[("cache-control", "max-age=60"), ("content-location", "HTTP://Example.COM:80/cart?id=1#top")], true),
+        // RFC 9111 §4.2.1: s-maxage and Expires are explicit freshness too
+        (&[("cache-control", "s-maxage=60"), ("content-location", "/cart?id=1")], true),
+        (&[("expires", DATE), ("content-location", "/cart?id=1")], true),
+        // §9.3.3: no explicit freshness (heuristics do not count)
+        (&[("content-location", "/cart?id=1"), ("last-modified", OLD)], false),
+        (&[("cache-control", "public"), ("content-location", "/cart?id=1")], false),
+        // §9.3.3: no Content-Location
+        (&[("cache-control", "max-age=60")], false),
+        // §9.3.3: Content-Location names another resource
+        (&[("cache-control", "max-age=60"), ("content-location", "/cart")], false),
+        (&[("cache-control", "max-age=60"), ("content-location", "/cart?id=2")], false),
+        (&[("cache-control", "max-age=60"), ("content-location", "/Cart?id=1")], false),
+        (&[("cache-control", "max-age=60"), ("content-location", "http://other.example/cart?id=1")], false),
+        (&[("cache-control", "max-age=60"), ("content-location", "https://example.com/cart?id=1")], false),
+        (&[("cache-control", "max-age=60"), ("content-location", "http://example.com:8080/cart?id=1")], false),
+    ];
+    for (resp, want) in table {
+        let resp = headers(resp);
+        let dirs = ResponseDirectives::from_headers(&resp, None);
+        assert_eq!(post_reusable_for_get(&target, &resp, &dirs), *want, "{resp:?}");
+    }
 }
