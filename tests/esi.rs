@@ -418,3 +418,30 @@ async fn h2_client_gets_the_assembled_page_in_data_frames() {
         "an h2 page's :authority is its includes' Host"
     );
 }
+
+#[tokio::test]
+async fn pages_that_are_not_stored_are_assembled_too() {
+    let origin = Origin::start(|request| match request.uri().path() {
+        "/fragment" => OriginReply::ok("[fragment]").cache_control("max-age=3600"),
+        // Passed in vcl_recv (`^/passed`), and refused by the builtin vcl_backend_response.
+        "/passed-page" => page(r#"<p><esi:include src="/fragment"/></p>"#),
+        _ => page(r#"<q><esi:include src="/fragment"/></q>"#).cache_control("private"),
+    })
+    .await;
+    let (_proxy, addr) = start(&origin, "", |_| {}).await;
+
+    for _ in 0..2 {
+        let passed = get(addr, "/passed-page", &[]).await;
+        assert_eq!(
+            (passed.cache(), passed.text().as_str()),
+            ("PASS", "<p>[fragment]</p>")
+        );
+        let private = get(addr, "/private", &[]).await;
+        assert_eq!(
+            (private.cache(), private.text().as_str()),
+            ("PASS", "<q>[fragment]</q>")
+        );
+    }
+    assert_eq!(origin.requests_for("/private"), 2, "not stored");
+    assert_eq!(origin.requests_for("/fragment"), 1, "its fragment is");
+}

@@ -226,8 +226,8 @@ pub(super) async fn hit_for_pass(
 /// Anything else is relayed as a pass.
 pub(super) async fn post(route: Route<'_>, request: &Parts, body: OutgoingBody) -> Response<ProxyBody> {
     let Route { shared, version, .. } = route;
-    let credentials = request.headers.contains_key(header::AUTHORIZATION)
-        || request.headers.contains_key(header::COOKIE);
+    let credentials =
+        request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key(header::COOKIE);
     if !shared.store_post_responses || version.policy.is_some() || credentials {
         return relay::pass(route, request, body).await;
     }
@@ -337,6 +337,9 @@ struct FetchTask {
     request: Parts,
     client: IpAddr,
     stale: Option<Arc<CachedObject>>,
+    /// `beresp.do_esi` of the response judged last: one that is relayed rather than stored
+    /// is assembled at delivery too.
+    do_esi: std::cell::Cell<bool>,
 }
 
 impl FetchTask {
@@ -365,6 +368,7 @@ impl FetchTask {
             request,
             client: route.client.ip(),
             stale,
+            do_esi: std::cell::Cell::new(false),
         }
     }
 
@@ -473,14 +477,24 @@ impl FetchTask {
                     status = parts.status.as_u16(),
                     "not stored: the request said no-store"
                 );
-                Settled::Done(Delivery::Passed(Response::from_parts(parts, body)))
+                Settled::Done(Delivery::Passed(self.passed(parts, body)))
             }
             (Err(NotStored::Because(reason)), None) => {
                 tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
                 self.fill.uncacheable();
-                Settled::Done(Delivery::Passed(Response::from_parts(parts, body)))
+                Settled::Done(Delivery::Passed(self.passed(parts, body)))
             }
         }
+    }
+
+    /// A response relayed as it is, marked for ESI assembly when `beresp.do_esi` asked for it.
+    fn passed(&self, parts: http::response::Parts, body: TimedBody) -> Response<TimedBody> {
+        let mut response = Response::from_parts(parts, body);
+        if self.do_esi.get() {
+            let url = self.request.uri.path_and_query().map_or("/", |pq| pq.as_str());
+            super::esi::assemble_when_delivered(response.extensions_mut(), url);
+        }
+        response
     }
 
     /// Reads a storable response's body into the cache.
@@ -702,6 +716,7 @@ impl FetchTask {
         session.retries = attempts.retries;
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
+        self.do_esi.set(session.do_esi);
         if session.rolled_back {
             return match attempts.after_rollback(&self.backend, action == Action::Retry) {
                 Ok(()) => Err(NotStored::Retry),

@@ -50,30 +50,41 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
     loop {
         let response = match attempts.send(&mut backend, bereq).await {
             Ok(response) => response,
-            Err(failed) => return failure(failed),
+            Err(failed) => return failure(failed, shared.show_backend_errors),
         };
         invalidate::after(shared, client.ip(), parts, &response);
         let (mut head, body) = response.into_parts();
         if let Some(program) = version.policy_defining(Sub::BackendResponse) {
             let mut request = parts.clone();
+            attempts.lend_as_built(&mut request);
             let mut session = BackendSession::new(&mut request, backend.name(), true, &mut attempts.task);
             session.version = Some(version);
             session.retries = attempts.retries;
             session.beresp = Some(&mut head);
             let action = program.run(Sub::BackendResponse, &mut session);
-            if action == Action::Retry {
+            if session.rolled_back || action == Action::Retry {
+                let rolled_back = session.rolled_back;
                 drop(session);
+                if rolled_back {
+                    if let Err(failed) = attempts.after_rollback(&backend, action == Action::Retry) {
+                        return failure(failed, shared.show_backend_errors);
+                    }
+                }
                 // The response is dropped unread: its connection closes.
                 match attempts.retry(&mut backend) {
                     Ok(next) => {
                         bereq = next;
                         continue;
                     }
-                    Err(failed) => return failure(failed),
+                    Err(failed) => return failure(failed, shared.show_backend_errors),
                 }
             }
             if let Some(replaced) = replacement(action, &mut session) {
                 return replaced;
+            }
+            if session.do_esi {
+                let url = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+                super::esi::assemble_when_delivered(&mut head.extensions, url);
             }
         }
         return relay(

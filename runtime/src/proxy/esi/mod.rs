@@ -30,6 +30,12 @@ pub(super) enum EsiBody {
     Streaming { url: Box<str> },
 }
 
+/// Marks a response whose body is not stored (a pass), by its `extensions`, for assembly at
+/// delivery, when `vcl_backend_response` set `beresp.do_esi`; `url` is the page's.
+pub(super) fn assemble_when_delivered(extensions: &mut http::Extensions, url: &str) {
+    extensions.insert(EsiBody::Streaming { url: url.into() });
+}
+
 /// What an include's request knows of the requests it was made for: `req.esi_level`,
 /// `req_top.*`, and the pages above it (to refuse an include cycle).
 #[derive(Clone)]
