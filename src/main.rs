@@ -1119,7 +1119,8 @@ mod tests {
              --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
              --h2-max-concurrent-streams 50 --max-headers 64 \
              --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
-             --store-set-cookie --grace 1m --keep 1h --ignore-request-cache-control \
+             --store-set-cookie --grace 1m --keep 1h --ban-lurker-rate 500 --ban-lurker-age 5s \
+             --ignore-request-cache-control \
              --targeted-cache-control CDN-Cache-Control --strip-targeted-cache-control \
              --health-path /lb-check --drain-time 2s --plugin-memory 8m --plugin-deadline 10ms \
              --log-format json -T off --admin-token-file admin.token --no-watch \
@@ -1162,6 +1163,22 @@ mod tests {
         );
         // --idle-timeout wins over -p timeout_idle.
         assert_eq!(config.client_timeouts.idle, Duration::from_secs(3));
+        assert_eq!(
+            (config.ban_lurker_rate, config.ban_lurker_age),
+            (500, Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn admin_listen_off_is_also_varnishds_none() {
+        for off in ["off", "none"] {
+            assert_eq!(
+                parse_admin_listen(off).map(|AdminListen(address)| address),
+                Ok(None)
+            );
+        }
+        let every = parse_admin_listen(":6082").map(|AdminListen(address)| address);
+        assert_eq!(every, Ok(Some(SocketAddr::from(([0, 0, 0, 0], 6082)))));
     }
 
     #[test]

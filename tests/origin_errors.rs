@@ -1,5 +1,6 @@
 //! Origin failures: broken response → 502, nothing listening → 503, too slow → 504, each with a
-//! short body naming the backend; failures are never cached.
+//! short body naming the request id and a generic cause (the backend's address and the OS error
+//! go to the log, or to the page with `--show-backend-errors`); failures are never cached.
 
 mod support;
 
@@ -9,12 +10,26 @@ use bytes::Bytes;
 use edgecache_runtime::config::BackendTimeouts;
 use support::{get, start_proxy, try_get, unused_port, Origin, OriginReply};
 
-fn assert_names_backend(body: &str, address: &str) {
-    assert!(body.contains("default"), "the body names the backend: {body:?}");
+/// The page a visitor sees: the cause in general words and the request id, nothing of how the
+/// site is built. Returns the id.
+fn assert_generic_page(body: &str, address: &str) -> String {
     assert!(
-        body.contains(address),
-        "the body names the backend's address {address}: {body:?}"
+        body.contains("Backend fetch failed: the origin"),
+        "a generic cause: {body:?}"
     );
+    assert!(
+        !body.contains(address),
+        "the page hides the backend's address {address}: {body:?}"
+    );
+    assert!(
+        !body.contains("default"),
+        "the page hides the backend's name: {body:?}"
+    );
+    let xid = regex::Regex::new(r"\nXID: (\d+)\n").unwrap();
+    let id = xid
+        .captures(body)
+        .unwrap_or_else(|| panic!("the page names the request id: {body:?}"));
+    id[1].to_string()
 }
 
 #[tokio::test]
@@ -24,7 +39,7 @@ async fn garbage_from_the_origin_is_502() {
 
     let reply = get(addr, "/broken", &[]).await;
     assert_eq!(reply.status, 502);
-    assert_names_backend(&reply.text(), &origin.addr.to_string());
+    assert_generic_page(&reply.text(), &origin.addr.to_string());
     assert!(origin.requests() >= 1, "the request reached the origin");
 
     let before = origin.requests();
@@ -65,9 +80,48 @@ async fn nothing_listening_is_503() {
     for _ in 0..2 {
         let reply = get(addr, "/down", &[]).await;
         assert_eq!(reply.status, 503);
-        assert_names_backend(&reply.text(), &backend.to_string());
+        assert_generic_page(&reply.text(), &backend.to_string());
         assert_ne!(reply.cache(), "HIT");
     }
+}
+
+/// The id on the page is the one on the request's access-log line, and the warning that names
+/// the backend, its address and the OS error carries it too.
+#[tokio::test(flavor = "current_thread")]
+async fn the_failure_page_names_the_xid_of_the_log_lines() {
+    let backend = unused_port().await;
+    let (_proxy, addr) = start_proxy(backend, |_| {}).await;
+    let log = support::CapturedLog::default();
+    let guard = log.install("edgecache::access=info,edgecache_runtime=warn");
+    let reply = get(addr, "/down", &[]).await;
+    drop(guard);
+    let xid = assert_generic_page(&reply.text(), &backend.to_string());
+    let log = log.text();
+    let warning = log
+        .lines()
+        .find(|line| line.contains("WARN") && line.contains(&backend.to_string()))
+        .unwrap_or_else(|| panic!("a warning names the backend's address: {log}"));
+    assert!(warning.contains(&format!("xid={xid}")), "{warning}");
+    assert!(
+        log.lines()
+            .any(|line| line.contains("/down") && line.contains(&format!("xid={xid}"))),
+        "the access line carries xid {xid}: {log}"
+    );
+}
+
+/// `--show-backend-errors` (development): the page names the backend and its address.
+#[tokio::test]
+async fn show_backend_errors_puts_the_backend_on_the_page() {
+    let backend = unused_port().await;
+    let (_proxy, addr) = start_proxy(backend, |config| config.show_backend_errors = true).await;
+    let reply = get(addr, "/down", &[]).await;
+    assert_eq!(reply.status, 503);
+    let body = reply.text();
+    assert!(
+        body.contains("backend default") && body.contains(&backend.to_string()),
+        "{body:?}"
+    );
+    assert!(body.contains("XID: "), "{body:?}");
 }
 
 #[tokio::test]
@@ -90,7 +144,7 @@ async fn no_response_head_in_time_is_504() {
     .await;
     let reply = get(addr, "/late", &[]).await;
     assert_eq!(reply.status, 504);
-    assert_names_backend(&reply.text(), &origin.addr.to_string());
+    assert_generic_page(&reply.text(), &origin.addr.to_string());
     assert_eq!(origin.requests(), 1);
 }
 

@@ -315,10 +315,37 @@ async fn run_case(addr: SocketAddr, clock: &Clock, case: &Case) -> Seen {
 
 #[tokio::test]
 async fn default_vcl_behaves_as_no_policy() {
-    let plain_origin = Origin::start(matrix_reply).await;
     let vcl_origin = Origin::start(matrix_reply).await;
+    let started = start_example("default.vcl", &vcl_origin).await;
+    behaves_as_no_policy("default.vcl", vcl_origin, started).await;
+}
+
+#[tokio::test]
+async fn varnish_builtin_vcl_included_verbatim_behaves_as_no_policy() {
+    // The "verbose builtin" pattern: Varnish 7.7's own builtin.vcl, unchanged, included by a
+    // file that only declares the backend.
+    let builtin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/policies/real-world/includes/varnish-7.7-builtin.vcl");
+    let vcl_origin = Origin::start(matrix_reply).await;
+    let policy = support::write_policy(
+        "varnish_builtin",
+        &format!(
+            "vcl 4.1;\nbackend default {{ .host = \"{}\"; .port = \"{}\"; }}\ninclude \"{}\";\n",
+            vcl_origin.addr.ip(),
+            vcl_origin.addr.port(),
+            builtin.display()
+        ),
+    );
+    let dead = support::unused_port().await;
+    let started = start_proxy(dead, |config| config.policy = Some(policy)).await;
+    behaves_as_no_policy("the included builtin.vcl", vcl_origin, started).await;
+}
+
+/// Runs the matrix through a proxy without a policy and through `vcl` (named `what`, in front
+/// of `vcl_origin`), both at once, and asserts they agree case by case.
+async fn behaves_as_no_policy(what: &str, vcl_origin: Origin, (vcl, vcl_addr): (Running, SocketAddr)) {
+    let plain_origin = Origin::start(matrix_reply).await;
     let (plain, plain_addr) = start_proxy(plain_origin.addr, |_| {}).await;
-    let (vcl, vcl_addr) = start_example("default.vcl", &vcl_origin).await;
     let (plain_clock, vcl_clock) = (
         shared_clock(&plain, &plain_origin),
         shared_clock(&vcl, &vcl_origin),
@@ -337,7 +364,7 @@ async fn default_vcl_behaves_as_no_policy() {
         let plain_states: Vec<&str> = plain.iter().map(|(_, cache, _)| cache.as_str()).collect();
         if plain != vcl || plain_count != vcl_count {
             failures.push(format!(
-                "{}: no policy {plain:?} with {plain_count} origin requests; default.vcl {vcl:?} \
+                "{}: no policy {plain:?} with {plain_count} origin requests; {what} {vcl:?} \
                  with {vcl_count} origin requests",
                 case.path
             ));
@@ -370,6 +397,31 @@ fn wordpress_origin(request: &http::Request<Bytes>) -> OriginReply {
     } else {
         OriginReply::ok(body)
     }
+}
+
+/// The README's command: wordpress.vcl in front of `edgecache demo`'s origin. Its probe must
+/// find the backend healthy there, or every request would be answered 503.
+#[tokio::test]
+async fn wordpress_example_serves_the_demo_origin() {
+    let demo = edgecache_runtime::demo::start_origin(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let policy = example_policy("wordpress.vcl", demo);
+    let dead = support::unused_port().await;
+    let (_proxy, addr) = start_proxy(dead, |config| config.policy = Some(policy)).await;
+    // Sick until the first probe answers (Varnish's `.initial` is `.threshold` - 1).
+    support::until("the probe finds the demo origin healthy", async || {
+        support::get(addr, "/", &[]).await.status == 200
+    })
+    .await;
+    let first = support::get(addr, "/hello", &[]).await;
+    let second = support::get(addr, "/hello", &[]).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(
+        second.header("age").map(|age| age.parse::<u64>().is_ok()),
+        Some(true)
+    );
+    assert_eq!(first.text(), second.text(), "the second answer is the cached one");
 }
 
 #[tokio::test]

@@ -4,7 +4,10 @@
 //! At the bottom of the crate: the proxy, the cache and the backends write here, `admin`
 //! reads here, and this module imports none of them.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
+
+use parking_lot::Mutex;
 
 use prometheus_client::metrics::histogram::Histogram;
 
@@ -34,6 +37,8 @@ pub struct Stats {
     pub esi_failures: AtomicU64,
     /// Soft-purged objects served stale while their refresh ran.
     pub soft_purged_served: AtomicU64,
+    /// The URLs most often missed, for the dashboard.
+    pub missed_urls: MissedUrls,
 }
 
 /// Per-backend counters, kept with the backend so they survive reloads that keep it.
@@ -49,6 +54,56 @@ pub struct BackendStats {
     pub probes_good: AtomicU64,
     /// Health probes that failed: refused, timed out, or answered with another status.
     pub probes_bad: AtomicU64,
+    /// Time from sending a request to the origin's response head, summed over the fetches
+    /// answered, in microseconds (with `fetches`, the mean origin latency of an interval).
+    pub first_byte_micros: AtomicU64,
+}
+
+/// The URLs missed most often, approximately: a bounded table counted with the space-saving
+/// algorithm (a new URL in a full table takes the place of the least counted one and inherits
+/// its count), so memory stays bounded however many distinct URLs miss, and a URL that misses
+/// often stays in the table.
+#[derive(Debug, Default)]
+pub struct MissedUrls(Mutex<HashMap<String, u64>>);
+
+/// How many URLs [`MissedUrls`] keeps.
+const MISSED_URLS_KEPT: usize = 256;
+
+impl MissedUrls {
+    /// Counts one miss of `url` (host and path as the client asked).
+    pub fn record(&self, url: &str) {
+        let mut table = self.0.lock();
+        if let Some(count) = table.get_mut(url) {
+            *count += 1;
+            return;
+        }
+        let inherited = match table.len() >= MISSED_URLS_KEPT {
+            true => {
+                let (least, count) = table
+                    .iter()
+                    .min_by_key(|(_, count)| **count)
+                    .map(|(url, count)| (url.clone(), *count))
+                    .expect("a full table has entries");
+                table.remove(&least);
+                count
+            }
+            false => 0,
+        };
+        table.insert(url.to_string(), inherited + 1);
+    }
+
+    /// The `n` URLs with the most misses, most first.
+    pub fn top(&self, n: usize) -> Vec<(String, u64)> {
+        let mut entries: Vec<(String, u64)> = self
+            .0
+            .lock()
+            .iter()
+            .map(|(url, count)| (url.clone(), *count))
+            .collect();
+        entries.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        entries.truncate(n);
+        entries
+    }
 }
 
 /// Request durations, from the request head received to the response head sent, in seconds.
@@ -73,5 +128,25 @@ impl RequestLatency {
     /// The histogram, for the registry behind `/metrics`.
     pub fn histogram(&self) -> &Histogram {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missed_urls_stay_bounded_and_keep_the_frequent_ones() {
+        let missed = MissedUrls::default();
+        for _ in 0..50 {
+            missed.record("/popular");
+        }
+        for n in 0..10_000 {
+            missed.record(&format!("/once/{n}"));
+        }
+        assert_eq!(missed.0.lock().len(), MISSED_URLS_KEPT);
+        let top = missed.top(3);
+        assert_eq!(top[0].0, "/popular");
+        assert!(top[0].1 >= 50, "{top:?}");
     }
 }

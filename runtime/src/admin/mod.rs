@@ -2,6 +2,7 @@
 //!
 //! | request | answer |
 //! | --- | --- |
+//! | `GET /` | the dashboard: one HTML page (no external assets) charting `/stats` live, with backends, missed URLs, policies, purge and ban |
 //! | `GET /status` | JSON: version, uptime, active policy (path, files, sha256, loaded at, generation), reloads, last reload error |
 //! | `GET /stats` | JSON counters: requests by cache result, coalesced waits, cache, bans, reloads, backends |
 //! | `GET /metrics` | Prometheus text format (OpenMetrics when `Accept` asks for it) |
@@ -17,6 +18,7 @@
 //! | `POST /vcl/use?name=N` | new requests start on policy N (`vcl.use`; an older one is the rollback) |
 //! | `POST /vcl/label?label=L&name=N` | `return (vcl(L))` goes to policy N (`vcl.label`) |
 //! | `POST /vcl/discard?name=N` | removes policy or label N (`vcl.discard`); dropped when its last request ends |
+//! | `GET /log[?q=QUERY][&count=N]` | request traces in varnishlog's text as requests end, streamed; `q` a varnishlog `-q` query (400 naming the column when it does not parse), `count` ends after N requests (`log.rs`) |
 //!
 //! Successes are JSON; errors are `text/plain` with the message or rendered diagnostics.
 //! With a token file (required when the listener is not loopback), every request must carry
@@ -30,6 +32,7 @@
 mod bans;
 pub mod client;
 mod guard;
+pub mod log;
 pub mod metrics;
 pub mod stat;
 
@@ -77,6 +80,8 @@ pub(crate) struct State {
     pub latency: RequestLatency,
     /// Whether the file watcher runs.
     pub watching: bool,
+    /// Where `GET /log` subscribes to request traces.
+    pub traces: Arc<crate::trace::Hub>,
 }
 
 struct Admin {
@@ -123,7 +128,7 @@ pub(crate) async fn start(
                     connections.spawn(async move {
                         let service = service_fn(move |request| {
                             let admin = admin.clone();
-                            async move { Ok::<_, Infallible>(handle(&admin, request).await) }
+                            async move { Ok::<_, Infallible>(serve(&admin, request).await) }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)
@@ -187,6 +192,7 @@ fn authorized(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
 // === routing ===
 
 const ROUTES: &[(&str, &str)] = &[
+    ("/", "GET, HEAD"),
     ("/status", "GET, HEAD"),
     ("/stats", "GET, HEAD"),
     ("/metrics", "GET, HEAD"),
@@ -201,9 +207,22 @@ const ROUTES: &[(&str, &str)] = &[
     ("/vcl/use", "POST"),
     ("/vcl/label", "POST"),
     ("/vcl/discard", "POST"),
+    ("/log", "GET"),
 ];
 
-async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Bytes>> {
+/// `GET /log` streams (`log.rs`); every other answer is whole.
+async fn serve(admin: &Admin, request: Request<Incoming>) -> Response<log::AdminBody> {
+    if request.uri().path() == "/log" && request.method() == Method::GET {
+        if let Some(refused) = refusal(admin, &request) {
+            return refused.map(http_body_util::Either::Left);
+        }
+        return log::stream(&admin.state, request.uri().query().unwrap_or(""));
+    }
+    handle(admin, request).await.map(http_body_util::Either::Left)
+}
+
+/// The token's and the guard's answer to a request they refuse.
+fn refusal(admin: &Admin, request: &Request<Incoming>) -> Option<Response<Full<Bytes>>> {
     if let Some(expected) = &admin.token {
         if !authorized(request.headers(), expected) {
             let mut response = text(
@@ -213,7 +232,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return response;
+            return Some(response);
         }
     }
     // Past the check above, a listener with a token has seen it.
@@ -228,13 +247,21 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             %refusal,
             "admin request refused"
         );
-        return text(StatusCode::FORBIDDEN, &format!("{refusal}\n"));
+        return Some(text(StatusCode::FORBIDDEN, &format!("{refusal}\n")));
+    }
+    None
+}
+
+async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    if let Some(refused) = refusal(admin, &request) {
+        return refused;
     }
     let state = &admin.state;
     let read = request.method() == Method::GET || request.method() == Method::HEAD;
     let post = request.method() == Method::POST;
     let path = request.uri().path().to_string();
     match path.as_str() {
+        "/" if read => dashboard(),
         "/status" if read => json(StatusCode::OK, status(state)),
         "/stats" if read => json(StatusCode::OK, stats(state)),
         "/backends" if read => json(StatusCode::OK, backends(state)),
@@ -420,6 +447,9 @@ fn stats(state: &State) -> Value {
         "bans_lurked": state.cache.ban_counters().lurked,
         "bans_lurker_removed": state.cache.ban_counters().lurker_removed,
         "reloads": { "ok": reloads.ok, "failed": reloads.failed },
+        "top_misses": stats.missed_urls.top(10).into_iter()
+            .map(|(url, misses)| json!({ "url": url, "misses": misses }))
+            .collect::<Vec<_>>(),
         "backends": backends(state),
     })
 }
@@ -456,6 +486,7 @@ fn backends(state: &State) -> Value {
                 "admin_health": backend.admin_health().as_str(),
                 "fetches": stats.fetches.load(Relaxed),
                 "failures": stats.failures.load(Relaxed),
+                "first_byte_micros": stats.first_byte_micros.load(Relaxed),
                 "in_flight": backend.in_flight(),
                 "max_connections": backend.options().max_connections,
                 "refused": stats.refused.load(Relaxed),
@@ -707,6 +738,30 @@ fn json(status: StatusCode, value: Value) -> Response<Full<Bytes>> {
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `GET /`: one page, no external assets, that polls this API and draws the live numbers.
+fn dashboard() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(
+        include_str!("dashboard.html").as_bytes(),
+    )));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    // The page talks only to this listener, and no other site may frame it (its buttons
+    // purge and ban).
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+             connect-src 'self'; frame-ancestors 'none'",
+        ),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 

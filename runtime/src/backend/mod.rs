@@ -375,6 +375,7 @@ impl Backend {
         };
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
+        let sent_at = std::time::Instant::now();
         let exchange = async {
             match &inner.connections {
                 Connections::Pooled(pool) => {
@@ -392,6 +393,8 @@ impl Backend {
         let outcome = tokio::time::timeout(budget, exchange).await;
         let (response, connection) =
             self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_send(self, error))))?;
+        let waited = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+        inner.stats.first_byte_micros.fetch_add(waited, Ordering::Relaxed);
         let between_bytes = inner.options.timeouts.between_bytes;
         Ok(response
             .map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight, connection)))

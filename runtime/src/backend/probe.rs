@@ -98,6 +98,7 @@ async fn run(target: Target, health: Arc<Health>, stats: Arc<BackendStats>) {
                 tracing::warn!(
                     backend = %target.backend,
                     address = %target.address,
+                    url = %probe_target(probe),
                     reason = reason.as_deref().unwrap_or("-"),
                     good = report.good,
                     threshold = report.threshold,
@@ -118,6 +119,15 @@ async fn run(target: Target, health: Arc<Health>, stats: Arc<BackendStats>) {
                 );
             }
         }
+    }
+}
+
+/// What the probe asks for, as a log line names it: its `.url`, or the first line of its
+/// `.request`.
+fn probe_target(probe: &ProbeDecl) -> &str {
+    match &probe.request {
+        Some(lines) => lines.first().map_or("", String::as_str),
+        None => &probe.url,
     }
 }
 

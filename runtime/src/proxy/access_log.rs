@@ -34,6 +34,18 @@ pub struct RequestFields {
 }
 
 impl RequestFields {
+    /// The request's host and path with query (`example.com/news?page=2`), as the dashboard's
+    /// table of missed URLs shows it.
+    pub fn host_and_path(&self, uri: &http::Uri) -> String {
+        let host = self
+            .host
+            .as_ref()
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or("");
+        let path = uri.path_and_query().map_or("/", |path| path.as_str());
+        format!("{host}{path}")
+    }
+
     pub fn of<B>(request: &Request<B>) -> RequestFields {
         let field = |name| request.headers().get(name).cloned();
         RequestFields {

@@ -10,7 +10,7 @@ use policy_lang::{Action, BackendId, Program, Sub, Task};
 
 use super::bereq::empty_body;
 use super::synth;
-use super::vcl::BackendSession;
+use super::vcl::{BackendSession, BereqAsBuilt, Xid};
 use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
 use crate::cache::body::ProxyBody;
 use crate::version::Version;
@@ -18,18 +18,21 @@ use crate::version::Version;
 /// A fetch that failed for good.
 pub(super) struct FetchFailure {
     error: BackendError,
+    /// The client request's id, for the page without a policy.
+    xid: Option<i64>,
     /// What `vcl_backend_error` made of it, with a policy.
     page: Option<Box<Response<ProxyBody>>>,
 }
 
 /// The answer to a failed fetch: `vcl_backend_error`'s page with a policy, else 502/503/504
-/// with a short body naming the backend and the cause (which the log line names in both cases).
-pub(super) fn failure(failed: FetchFailure) -> Response<ProxyBody> {
-    let FetchFailure { error, page } = failed;
-    tracing::warn!(backend = %error.backend, address = %error.address, "{error}");
+/// with a short body naming the request id and a generic cause ([`synth::backend_failure`]);
+/// the log line names the backend, its address and the error in both cases.
+pub(super) fn failure(failed: FetchFailure, show_detail: bool) -> Response<ProxyBody> {
+    let FetchFailure { error, xid, page } = failed;
+    tracing::warn!(backend = %error.backend, address = %error.address, xid, "{error}");
     match page {
         Some(page) => *page,
-        None => synth::backend_failure(&error),
+        None => synth::backend_failure(&error, xid, show_detail),
     }
 }
 
@@ -59,6 +62,8 @@ pub(super) struct Attempts<'v> {
     /// The backend task's vmod state (`cookie.*`, `var.*`), from `vcl_backend_fetch` to
     /// `vcl_backend_response` or `vcl_backend_error`, retries included.
     pub(super) task: Task,
+    /// The client request's id (`bereq.xid`), when the fetch is made for one.
+    xid: Option<i64>,
 }
 
 impl<'v> Attempts<'v> {
@@ -80,6 +85,7 @@ impl<'v> Attempts<'v> {
             retries: 0,
             rerouted: false,
             task: Task::default(),
+            xid: bereq.extensions().get::<Xid>().map(|xid| xid.0),
         };
         if version.policy.is_none() {
             return (attempts, backend.clone());
@@ -91,6 +97,9 @@ impl<'v> Attempts<'v> {
         head.headers = std::mem::take(bereq.headers_mut());
         // A retry is sent from `head`: it keeps what the backend reads from the extensions.
         head.extensions = bereq.extensions().clone();
+        if version.policy.as_ref().is_some_and(Program::rolls_back_bereq) {
+            BereqAsBuilt::keep(head);
+        }
         let chose_another = attempts.vcl_backend_fetch(backend.name());
         *bereq.method_mut() = attempts.head.method.clone();
         *bereq.uri_mut() = attempts.head.uri.clone();
@@ -146,12 +155,17 @@ impl<'v> Attempts<'v> {
             } else {
                 // As Varnish: a backend its probe calls sick is not contacted; the fetch fails
                 // at once (503, or the stale object in grace).
-                BackendError::new(
-                    backend,
-                    Stage::Connect,
-                    FailureKind::Down,
-                    "sick: its health probe is failing",
-                )
+                let last_failure = backend.health().and_then(|report| report.last_failure);
+                let why = match backend.admin_health() {
+                    crate::backend::AdminHealth::Sick => {
+                        "sick: set so by backend.set_health (auto returns it to its probe)".to_string()
+                    }
+                    _ => format!(
+                        "sick: its health probe is failing (last probe: {})",
+                        last_failure.as_deref().unwrap_or("none failed yet")
+                    ),
+                };
+                BackendError::new(backend, Stage::Connect, FailureKind::Down, why)
             };
             if !self.repeatable || self.retries >= MAX_RETRIES {
                 return Err(self.fail(error));
@@ -173,6 +187,7 @@ impl<'v> Attempts<'v> {
                     if action != Action::Retry {
                         return Err(FetchFailure {
                             error,
+                            xid: self.xid,
                             page: Some(Box::new(page)),
                         });
                     }
@@ -215,6 +230,43 @@ impl<'v> Attempts<'v> {
         Request::from_parts(self.head.clone(), empty_body())
     }
 
+    /// Lends `vcl_backend_response`'s `bereq` what `std.rollback(bereq)` goes back to.
+    pub(super) fn lend_as_built(&self, bereq: &mut Parts) {
+        if let Some(as_built) = self.head.extensions.get::<BereqAsBuilt>() {
+            bereq.extensions.insert(as_built.clone());
+        }
+    }
+
+    /// `std.rollback(bereq)` ran in `vcl_backend_response`: the backend request goes back as it
+    /// was built and, as in Varnish (which closes the response's connection: "No backend
+    /// connection (rollback?)"), the response is let go. Unless the sub returned `retry`, the
+    /// fetch fails: `vcl_backend_error` runs, and its `retry` is honoured too. `Ok` when the
+    /// caller is to retry (see [`Attempts::retry`]).
+    pub(super) fn after_rollback(&mut self, backend: &Backend, retry: bool) -> Result<(), FetchFailure> {
+        BereqAsBuilt::restore(&mut self.head);
+        if retry {
+            return Ok(());
+        }
+        let error = BackendError::new(
+            backend,
+            Stage::FirstByte,
+            FailureKind::Down,
+            "no backend connection: std.rollback(bereq) in vcl_backend_response let the response go",
+        );
+        let Some(program) = self.version.policy.as_ref() else {
+            return Err(self.fail(error));
+        };
+        let (action, page) = self.vcl_backend_error(program, &error);
+        if action == Action::Retry && self.repeatable && self.retries < MAX_RETRIES {
+            return Ok(());
+        }
+        Err(FetchFailure {
+            error,
+            xid: self.xid,
+            page: Some(Box::new(page)),
+        })
+    }
+
     /// The fetch failed for good: with a policy, `vcl_backend_error` makes the page (the
     /// builtin's HTML page unless the policy's own sub returns first), as in Varnish.
     pub(super) fn fail(&mut self, error: BackendError) -> FetchFailure {
@@ -223,7 +275,11 @@ impl<'v> Attempts<'v> {
             .policy
             .as_ref()
             .map(|program| Box::new(self.vcl_backend_error(program, &error).1));
-        FetchFailure { error, page }
+        FetchFailure {
+            error,
+            xid: self.xid,
+            page,
+        }
     }
 
     /// Runs `vcl_backend_error` for `error`: its action, and what the client gets unless that
@@ -233,8 +289,8 @@ impl<'v> Attempts<'v> {
         program: &Program,
         error: &BackendError,
     ) -> (Action, Response<ProxyBody>) {
-        let mut beresp = synth::backend_failure(error).into_parts().0;
-        beresp.headers.clear();
+        let mut beresp = Response::new(()).into_parts().0;
+        beresp.status = synth::failure_status(error.kind);
         let mut bereq = self.head.clone();
         let mut session = BackendSession::new(&mut bereq, &error.backend, true, &mut self.task);
         session.version = Some(self.version);
@@ -242,6 +298,10 @@ impl<'v> Attempts<'v> {
         session.retries = self.retries;
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendError, &mut session);
+        if session.rolled_back {
+            // What a retry sends.
+            BereqAsBuilt::restore(&mut self.head);
+        }
         let body = session.synthetic.take().unwrap_or_default();
         let page = match action {
             // As Varnish: a retry past `max_retries`, `abandon` or `fail` fail the fetch.

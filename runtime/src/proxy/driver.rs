@@ -20,6 +20,7 @@ use super::access_log::{self, AccessRecord};
 use super::commit;
 use super::esi::{self, EsiBody, EsiLevel};
 use super::fetch;
+use super::gzip;
 use super::relay;
 use super::request_checks;
 use super::route::Route;
@@ -89,6 +90,9 @@ pub(crate) async fn handle(
         );
     }
     cache.count(&shared.stats);
+    if cache == CacheState::Miss {
+        shared.stats.missed_urls.record(&logged.host_and_path(&uri));
+    }
     let elapsed = started.elapsed();
     shared.latency.observe_request(elapsed.as_secs_f64());
     access_log::record(AccessRecord {
@@ -559,7 +563,13 @@ fn esi_assembled(
         max_body: shared.max_object_size,
         stats: shared.stats.clone(),
     };
-    esi::assemble(response, assembly)
+    let assembled = esi::assemble(response, assembly);
+    // Assembled from identity bodies; the client's page is gzip when it takes gzip.
+    if session.esi.is_none() && gzip::accepts_gzip(&session.req.headers) {
+        gzip::compressed(assembled)
+    } else {
+        assembled
+    }
 }
 
 /// [`vcl_route`] from its head: also the way in of an ESI include.
@@ -620,6 +630,8 @@ async fn vcl_steps(
                         Ok(fetch::miss(route, request, key, None, None).await)
                     } else if program.has_sub(Sub::Hit) || program.has_sub(Sub::Miss) {
                         let request = session.req.clone();
+                        // For `purge.hard()` / `purge.soft()` in vcl_hit and vcl_miss.
+                        session.key = Some(key.clone());
                         let mut hooks = VclHooks {
                             program,
                             session: &mut session,
@@ -753,6 +765,7 @@ async fn vcl_steps(
         match outcome {
             Deliver::Done(response, state) => {
                 let response = esi_assembled(shared, version, &session, response);
+                let response = gzip::decoded_unless_accepted(response, &session.req.headers);
                 // Plugins that read bodies see this one before its head is sent.
                 let client = Some(session.client);
                 return match session

@@ -16,13 +16,17 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Body as _;
 use tokio::sync::oneshot;
 
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+
 use super::attempts::{failure, Attempts, FetchFailure};
+use super::gzip::Recode;
 use super::relay::{self, relay, replacement};
 use super::route::Route;
 use super::vcl::{self, BackendSession};
 use super::{bereq, builtin, h2_accounting, headers, invalidate, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
-use crate::cache::body::{ProxyBody, SharedBody};
+use crate::cache::body::{BoxError, ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
 use crate::cache::fill::Fill;
 use crate::cache::key::CacheKey;
@@ -64,7 +68,8 @@ enum Settled {
 
 /// A storable response's body, still to be read into the cache (see [`FetchTask::fill_from`]).
 struct Filling {
-    body: TimedBody,
+    /// As the origin sent it, or recoded (`beresp.do_gzip` / `do_gunzip`, ESI over gzip).
+    body: UnsyncBoxBody<Bytes, BoxError>,
     head: Arc<ObjectHead>,
     rule: VaryRule,
     sink: Arc<SharedBody>,
@@ -340,6 +345,9 @@ struct FetchTask {
     /// `beresp.do_esi` of the response judged last: one that is relayed rather than stored
     /// is assembled at delivery too.
     do_esi: std::cell::Cell<bool>,
+    /// `beresp.do_gzip` / `do_gunzip` of the response judged last: how a stored body's coding
+    /// changes.
+    do_gzip: std::cell::Cell<(bool, bool)>,
 }
 
 impl FetchTask {
@@ -369,6 +377,7 @@ impl FetchTask {
             client: route.client.ip(),
             stale,
             do_esi: std::cell::Cell::new(false),
+            do_gzip: std::cell::Cell::new((false, false)),
         }
     }
 
@@ -449,7 +458,11 @@ impl FetchTask {
         match (judged, confirmed) {
             (Err(NotStored::Retry), _) => Settled::Retry,
             (judged, Some(stale)) => Settled::Done(self.revalidated(stale, judged)),
-            (Ok((head, rule)), None) => {
+            (Ok((mut head, rule)), None) => {
+                let (gzip, gunzip) = self.do_gzip.get();
+                let recode = Recode::decide(gzip, gunzip, head.esi, &head.headers);
+                recode.mark(&mut head.headers);
+                let body = recode.apply(body);
                 let head = Arc::new(head);
                 // The length is checked again: a policy may have removed the `Content-Length`
                 // that `judge` checks.
@@ -717,6 +730,7 @@ impl FetchTask {
         session.beresp = Some(&mut beresp);
         let action = program.run(Sub::BackendResponse, &mut session);
         self.do_esi.set(session.do_esi);
+        self.do_gzip.set((session.do_gzip, session.do_gunzip));
         if session.rolled_back {
             return match attempts.after_rollback(&self.backend, action == Action::Retry) {
                 Ok(()) => Err(NotStored::Retry),

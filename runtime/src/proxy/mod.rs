@@ -24,6 +24,7 @@ mod commit;
 mod driver;
 mod esi;
 mod fetch;
+mod gzip;
 mod h2_accounting;
 mod headers;
 mod invalidate;
@@ -104,6 +105,8 @@ pub(crate) struct Shared {
     pub show_backend_errors: bool,
     /// `store_post_responses`: POST responses may be stored for later GETs (RFC 9110 §9.3.3).
     pub store_post_responses: bool,
+    /// Request traces for `GET /log` (`edgecache log`), built only while someone listens.
+    pub traces: Arc<crate::trace::Hub>,
 }
 
 impl Shared {
@@ -143,6 +146,7 @@ impl Shared {
             keep_surrogate_key_headers: config.keep_surrogate_key_headers,
             show_backend_errors: config.show_backend_errors,
             store_post_responses: config.store_post_responses,
+            traces: Arc::default(),
         }
     }
 

@@ -90,11 +90,15 @@ pub(super) async fn pipe(
         );
     };
     let version = bereq.version;
+    let xid = bereq.extensions.get::<super::vcl::Xid>().map(|xid| xid.0);
     let piped = match backend.pipe(Request::from_parts(bereq, body)).await {
         Ok(piped) => piped,
         Err(error) => {
             tracing::warn!(backend = %error.backend, address = %error.address, "pipe: {error}");
-            return (synth::backend_failure(&error), CacheState::Synth);
+            return (
+                synth::backend_failure(&error, xid, shared.show_backend_errors),
+                CacheState::Synth,
+            );
         }
     };
     let response = match (piped.status(), client_upgrade) {

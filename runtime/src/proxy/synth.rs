@@ -24,18 +24,29 @@ pub fn plain(status: StatusCode, detail: &str) -> Response<ProxyBody> {
 }
 
 /// The status a client sees for an origin failure: down 503, timeout 504, broken 502; a fetch
-/// that failed because the client's body stalled is 408, because it is malformed 400, and the
-/// connection closes (the rest of that body will not be read).
-pub fn backend_failure(error: &BackendError) -> Response<ProxyBody> {
-    let status = match error.kind {
+/// that failed because the client's body stalled is 408, because it is malformed 400.
+pub fn failure_status(kind: FailureKind) -> StatusCode {
+    match kind {
         FailureKind::Down => StatusCode::SERVICE_UNAVAILABLE,
         FailureKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
         FailureKind::Broken => StatusCode::BAD_GATEWAY,
+        FailureKind::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+        FailureKind::ClientBodyBroken => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// The page of a failed fetch, with [`failure_status`]. It names the request id (`xid`, which
+/// the access log line shows too) and a generic cause; the backend, its address and the
+/// operating system's error only with `show_detail` (`--show-backend-errors`), since they tell
+/// a visitor how the site is built. When the client's own body was at fault, the connection
+/// closes (the rest of that body will not be read).
+pub fn backend_failure(error: &BackendError, xid: Option<i64>, show_detail: bool) -> Response<ProxyBody> {
+    let status = failure_status(error.kind);
+    let cause = match error.kind {
+        FailureKind::Down => "the origin could not be reached",
+        FailureKind::Timeout => "the origin did not answer in time",
+        FailureKind::Broken => "the origin sent a broken response",
         FailureKind::ClientBodyTimeout | FailureKind::ClientBodyBroken => {
-            let status = match error.kind {
-                FailureKind::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
-                _ => StatusCode::BAD_REQUEST,
-            };
             let mut response = plain(status, &error.detail);
             response
                 .headers_mut()
@@ -43,5 +54,12 @@ pub fn backend_failure(error: &BackendError) -> Response<ProxyBody> {
             return response;
         }
     };
-    plain(status, &error.to_string())
+    let mut detail = match show_detail {
+        true => error.to_string(),
+        false => format!("Backend fetch failed: {cause}."),
+    };
+    if let Some(xid) = xid {
+        detail.push_str(&format!("\nXID: {xid}"));
+    }
+    plain(status, &detail)
 }
