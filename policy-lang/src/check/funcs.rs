@@ -1,8 +1,8 @@
 //! Signatures of the built-in functions: `regsub`, `std.*`, `directors.*`, `proxy.*`, `tls.*`,
-//! `cookie.*`, `var.*`, `header.*`, `blob.*`, `bodyaccess.*`.
+//! `cookie.*`, `var.*`, `header.*`, `blob.*`, `bodyaccess.*`, `xkey.*`.
 
 use super::ty::Ty;
-use crate::tree::{BlobFn, BodyFn, CookieFn, Func, HeaderFn, VarFn};
+use crate::tree::{BlobFn, BodyFn, CookieFn, Func, HeaderFn, VarFn, XkeyFn};
 use crate::vocab::{ConnectionValue, ValueType};
 
 /// The vmods edgecache provides natively.
@@ -16,6 +16,7 @@ pub(crate) const VMODS: &[&str] = &[
     "header",
     "blob",
     "bodyaccess",
+    "xkey",
 ];
 
 pub(crate) struct Param {
@@ -304,6 +305,10 @@ pub(crate) const VMOD_FUNCS: &[&[Sig]] = &[
         sig("bodyaccess.len_req_body", Func::Bodyaccess(BodyFn::Len), &[], Ty::Int),
         sig("bodyaccess.rematch_req_body", Func::Bodyaccess(BodyFn::Rematch), &[p("re", Ty::Regex)], Ty::Int),
         sig("bodyaccess.log_req_body", Func::Bodyaccess(BodyFn::Log), &[opt("prefix", Ty::Str), opt("length", Ty::Int)], Ty::Void),
+    ],
+    &[
+        sig("xkey.purge", Func::Xkey(XkeyFn::Purge), &[p("keys", Ty::Str)], Ty::Int),
+        sig("xkey.softpurge", Func::Xkey(XkeyFn::Softpurge), &[p("keys", Ty::Str)], Ty::Int),
     ],
 ];
 

@@ -89,9 +89,12 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         }
         Func::Now => ctx.get(Var::Now),
         Func::Connection(value) => ctx.connection(value),
-        Func::Cookie(_) | Func::Var(_) | Func::Header(_) | Func::Blob(_) | Func::Bodyaccess(_) => {
-            p.vmod_value(f, args, ctx)
-        }
+        Func::Cookie(_)
+        | Func::Var(_)
+        | Func::Header(_)
+        | Func::Blob(_)
+        | Func::Bodyaccess(_)
+        | Func::Xkey(_) => p.vmod_value(f, args, ctx),
         Func::CacheReqBody => {
             let size = match arg(0) {
                 Value::Bytes(n) => n,

@@ -104,6 +104,16 @@ pub trait Context {
     /// `std.log(...)` and evaluator warnings (e.g. a ban that did not parse).
     fn log(&mut self, msg: &str);
 
+    /// `xkey.purge(keys)`, or with `soft` `xkey.softpurge(keys)`: purges every stored object
+    /// tagged with any of `keys` (separated by commas or blanks), or makes it stale, and
+    /// returns how many objects that was. It acts on the shared cache, not on the request, and
+    /// it runs where the call stands in an expression (after a `&&` that held), hence `&self`.
+    /// By default there is no cache and nothing is purged.
+    fn purge_keys(&self, keys: &str, soft: bool) -> i64 {
+        let _ = (keys, soft);
+        0
+    }
+
     /// `std.healthy(backend)` and directors skipping sick backends. Only
     /// called with declared backends, never with a director.
     fn healthy(&self, backend: BackendId) -> bool {
@@ -244,6 +254,9 @@ impl Context for OwnTask<'_> {
     }
     fn log(&mut self, msg: &str) {
         self.ctx.log(msg);
+    }
+    fn purge_keys(&self, keys: &str, soft: bool) -> i64 {
+        self.ctx.purge_keys(keys, soft)
     }
     fn healthy(&self, backend: BackendId) -> bool {
         self.ctx.healthy(backend)

@@ -91,6 +91,9 @@ pub(crate) enum Func {
     Accepted,
     /// `bodyaccess.*` (varnish-modules' vmod_bodyaccess).
     Bodyaccess(BodyFn),
+    /// `xkey.purge` / `xkey.softpurge` (varnish-modules' vmod_xkey): a value with an effect on
+    /// the cache, run where the expression is evaluated.
+    Xkey(XkeyFn),
     /// `std.rollback(req)`: the request back as the client sent it.
     Rollback,
 }
@@ -162,6 +165,13 @@ pub(crate) enum BodyFn {
     Len,
     Rematch,
     Log,
+}
+
+/// The functions of `xkey`: purges by surrogate key, each returning how many objects it purged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum XkeyFn {
+    Purge,
+    Softpurge,
 }
 
 /// The functions of `blob`. A BLOB value is carried as a string of lowercase hex digits.

@@ -3,7 +3,8 @@
 //! `rules` holds the RFC 9111 decisions as pure functions; `store` keeps objects in moka,
 //! bounded in bytes; `coalesce` makes concurrent misses for one key share one origin fetch and
 //! remembers uncacheable keys (hit-for-pass); `fill` reads one origin body into the cache and
-//! its coalesced readers; `bans` tests stored objects against the ban list;
+//! its coalesced readers; `bans` tests stored objects against the ban list; `keys` indexes
+//! them by their surrogate keys for purges by key;
 //! `state` names the cache outcome of a request. [`SharedCache`] is the handle the request path
 //! and the admin API both hold. This module never calls the proxy, the policy or a backend: the
 //! proxy drives it.
@@ -32,6 +33,7 @@ pub mod clock;
 pub(crate) mod coalesce;
 pub(crate) mod fill;
 pub(crate) mod key;
+pub(crate) mod keys;
 pub(crate) mod object;
 pub(crate) mod rules;
 pub(crate) mod state;
@@ -53,7 +55,12 @@ impl SharedCache {
     pub fn new(config: &Config, stats: Arc<Stats>) -> SharedCache {
         let clock = Clock::default();
         SharedCache {
-            store: Store::new(config.cache_size, config.cache_admission, stats),
+            store: Store::new(
+                config.cache_size,
+                config.cache_admission,
+                stats,
+                keys::KeyIndex::new(config.surrogate_key_headers.clone()),
+            ),
             coalescer: Coalescer::new(config.hit_for_pass_ttl, clock.clone()),
             bans: Arc::default(),
             clock,
@@ -64,6 +71,38 @@ impl SharedCache {
     pub fn purge(&self, key: &CacheKey) -> bool {
         self.coalescer.clear_hit_for_pass(key);
         self.store.purge(key)
+    }
+
+    /// Soft purge of every variant of `key` (a URL purge with `soft=1`, `purge.soft()`): each
+    /// fresh one becomes stale now, keeping its grace and keep, so the next request is served
+    /// it in grace while one background fetch refreshes it. Returns how many were fresh.
+    pub fn soft_purge(&self, key: &CacheKey) -> usize {
+        let now = self.clock.now();
+        let variants = self.store.variants(key);
+        variants.iter().filter(|object| object.soft_purge(now)).count()
+    }
+
+    /// Purge by surrogate key (vmod xkey's `purge` and `softpurge`, `POST /purge?key=`): every
+    /// object tagged with any key in `list` (separated by commas or blanks) is removed, or with
+    /// `soft` made stale as [`SharedCache::soft_purge`] does (objects already stale are left
+    /// alone and not counted, as xkey does). Returns how many objects that was.
+    pub fn purge_keys(&self, list: &str, soft: bool) -> usize {
+        let now = self.clock.now();
+        let keys = self.store.keys();
+        let purged = keys
+            .tagged(list)
+            .into_iter()
+            .filter(|(key, object)| {
+                if soft {
+                    self.store.holds(key, object) && object.soft_purge(now)
+                } else {
+                    self.store.remove_object(key, object)
+                }
+            })
+            .count();
+        keys.count_purged(purged);
+        tracing::info!(keys = list, soft, objects = purged, "purge by surrogate key");
+        purged
     }
 
     /// Adds a ban: objects stored before now that match are dropped at their next lookup.

@@ -257,8 +257,14 @@ impl CachedObject {
 #[cfg(test)]
 impl CachedObject {
     /// A stored `200` for `url` with `headers` and a short body, fresh for ten minutes from
-    /// `response_time`, with no grace (for unit tests).
-    pub fn for_tests(url: &str, headers: HeaderMap, response_time: SystemTime) -> CachedObject {
+    /// `response_time`, with no grace, the variant of `Vary` fingerprint `variant` (for unit
+    /// tests).
+    pub fn for_tests(
+        url: &str,
+        headers: HeaderMap,
+        variant: Option<Bytes>,
+        response_time: SystemTime,
+    ) -> CachedObject {
         let head = ObjectHead {
             status: StatusCode::OK,
             headers,
@@ -268,7 +274,7 @@ impl CachedObject {
             grace: Duration::ZERO,
             retention: Duration::from_secs(600),
             directives: Default::default(),
-            variant: None,
+            variant,
             url: url.into(),
             host: None,
             esi: false,

@@ -14,6 +14,7 @@ use moka::sync::Cache;
 use moka::Expiry;
 
 use super::key::CacheKey;
+use super::keys::KeyIndex;
 use super::object::CachedObject;
 use super::rules::vary::VaryRule;
 use crate::config::CacheAdmission;
@@ -88,21 +89,33 @@ pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: &Option<By
 #[derive(Clone)]
 pub struct Store {
     objects: Cache<CacheKey, Arc<Variants>>,
+    /// The surrogate keys of the stored objects, kept in step with `objects`: `insert` indexes
+    /// the new object and forgets the variants it replaces, the eviction listener forgets what
+    /// leaves otherwise (evicted, expired, purged).
+    keys: Arc<KeyIndex>,
 }
 
 impl Store {
     /// A store holding at most `capacity` bytes; `admission` decides whether a new object may
-    /// evict others when it is full.
-    pub fn new(capacity: u64, admission: CacheAdmission, stats: Arc<Stats>) -> Store {
+    /// evict others when it is full; `keys` indexes the objects by their surrogate keys.
+    pub fn new(capacity: u64, admission: CacheAdmission, stats: Arc<Stats>, keys: KeyIndex) -> Store {
         let policy = match admission {
             CacheAdmission::Lru => EvictionPolicy::lru(),
             CacheAdmission::TinyLfu => EvictionPolicy::tiny_lfu(),
         };
+        let keys = Arc::new(keys);
+        let index = keys.clone();
         let objects = Cache::builder()
             .eviction_policy(policy)
-            .eviction_listener(move |_key, _value, cause| {
-                if cause == moka::notification::RemovalCause::Size {
+            .eviction_listener(move |_key, variants: Arc<Variants>, cause| {
+                use moka::notification::RemovalCause;
+                if cause == RemovalCause::Size {
                     stats.evictions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                // `insert` knows which variants a replacement drops; every other cause drops
+                // them all.
+                if cause != RemovalCause::Replaced {
+                    index.remove(&variants.objects);
                 }
             })
             .max_capacity(capacity)
@@ -111,7 +124,12 @@ impl Store {
             })
             .expire_after(RetainFor)
             .build();
-        Store { objects }
+        Store { objects, keys }
+    }
+
+    /// The surrogate-key index of the stored objects.
+    pub fn keys(&self) -> &KeyIndex {
+        &self.keys
     }
 
     /// The stored variant matching the request's headers, if any (fresh or not: the caller
@@ -129,21 +147,34 @@ impl Store {
     /// Objects of a different `Vary` rule replace the whole set, as the origin changed its mind.
     pub fn insert(&self, key: CacheKey, rule: VaryRule, object: Arc<CachedObject>) {
         let previous = self.objects.get(&key);
-        let mut objects: Vec<Arc<CachedObject>> = match previous {
-            Some(previous) if previous.rule == rule => previous
-                .objects
-                .iter()
-                .filter(|existing| existing.head.variant != object.head.variant)
-                .cloned()
-                .collect(),
-            _ => Vec::new(),
-        };
-        if objects.len() >= MAX_VARIANTS {
-            objects.remove(0);
+        let (mut objects, mut dropped) = (Vec::new(), Vec::new());
+        for existing in previous.iter().flat_map(|previous| &previous.objects) {
+            let kept = previous.as_ref().is_some_and(|previous| previous.rule == rule)
+                && existing.head.variant != object.head.variant;
+            if kept { &mut objects } else { &mut dropped }.push(existing.clone());
         }
+        if objects.len() >= MAX_VARIANTS {
+            dropped.push(objects.remove(0));
+        }
+        self.keys.insert(&key, &object);
         objects.push(object);
         let variants = Variants::new(&key, rule, objects);
         self.objects.insert(key, Arc::new(variants));
+        self.keys.remove(&dropped);
+    }
+
+    /// Whether `object` is stored under `key` (and not only still held by someone).
+    pub fn holds(&self, key: &CacheKey, object: &Arc<CachedObject>) -> bool {
+        self.objects
+            .get(key)
+            .is_some_and(|variants| variants.objects.iter().any(|stored| Arc::ptr_eq(stored, object)))
+    }
+
+    /// Every stored variant of a key.
+    pub fn variants(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
+        self.objects
+            .get(key)
+            .map_or_else(Vec::new, |variants| variants.objects.clone())
     }
 
     /// Every stored object with its key, in no particular order (the ban lurker's walk). Keys
@@ -175,10 +206,15 @@ impl Store {
                 Op::Put(Arc::new(Variants::new(key, variants.rule.clone(), rest)))
             }
         });
-        !matches!(
+        let removed = !matches!(
             result,
             moka::ops::compute::CompResult::StillNone(_) | moka::ops::compute::CompResult::Unchanged(_)
-        )
+        );
+        if removed {
+            // A `Put` replaces the entry, which the eviction listener leaves to us.
+            self.keys.remove([object]);
+        }
+        removed
     }
 
     /// Removes every variant of a key. Returns whether anything was stored.

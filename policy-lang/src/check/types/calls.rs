@@ -315,6 +315,14 @@ impl Lowerer<'_> {
             if sig.func == Func::CacheReqBody {
                 self.req_body_size(&call.0, span);
             }
+            // vmod_xkey has no $Restrict, but edgecache's key index is reached from the client
+            // side only: refusing beats a purge that silently finds nothing.
+            let what = format!("`{name}()`");
+            if matches!(sig.func, Func::Xkey(_))
+                && !self.scope_check(mask::CLIENT, func.span, &what, "available", Code::NotAllowedHere)
+            {
+                return E;
+            }
             return call;
         }
         if let Some(sig) = funcs::connection_sig(name) {

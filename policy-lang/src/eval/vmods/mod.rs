@@ -1,11 +1,12 @@
 //! The vmods beyond `std` that edgecache runs natively: `cookie`, `var`, `header`, `blob`,
-//! `bodyaccess`.
+//! `bodyaccess`, `xkey`.
 
 mod blob;
 mod bodyaccess;
 mod cookie;
 mod header;
 mod var;
+mod xkey;
 
 use std::borrow::Cow;
 
@@ -52,6 +53,7 @@ impl Program {
             Func::Header(f) => header::value(f, args, ctx),
             Func::Blob(f) => blob::value(self, f, args, ctx),
             Func::Bodyaccess(f) => bodyaccess::value(f, args, ctx),
+            Func::Xkey(f) => xkey::value(self, f, args, ctx),
             _ => Value::Unset,
         }
     }

@@ -84,6 +84,10 @@ pub(crate) fn freshness_for_request(
 pub(crate) enum StaleSituation {
     /// A revalidation is needed and could run in the background (RFC 5861 §3).
     Revalidating,
+    /// As `Revalidating`, for an object a soft purge made stale: the operator asked for it to
+    /// be refreshed while it is still served, so its grace covers the refresh as
+    /// `stale-while-revalidate` would (Varnish's grace, which soft purges rely on).
+    SoftPurged,
     /// The origin failed: connection refused, timeout, a broken response, or a 5xx
     /// (RFC 5861 §4: "500, 502, 503, or 504").
     OriginError,
@@ -123,6 +127,8 @@ impl StaleGrant {
 ///
 /// Otherwise, with `staleness = age - lifetime` (windows are inclusive, "up to N seconds"):
 /// - `Revalidating`: `stale-while-revalidate` covers it → `WhileRevalidate`.
+/// - `SoftPurged`: `stale-while-revalidate` covers it → `WhileRevalidate`; else a non-zero
+///   `grace` covers it → `Grace`.
 /// - `OriginError`: `stale-if-error` covers it → `IfError`; else a non-zero `grace` covers
 ///   it → `Grace`.
 /// - Either situation: the client's `max-stale` covers it → `MaxStale` (unless
@@ -147,17 +153,26 @@ pub(crate) fn may_serve_stale(
     }
     let staleness = age.saturating_sub(lifetime);
     let within = |secs: Option<u64>| secs.is_some_and(|s| staleness <= Duration::from_secs(s));
+    let in_grace = !grace.is_zero() && staleness <= grace;
     match situation {
         StaleSituation::Revalidating => {
             if within(dirs.stale_while_revalidate) {
                 return Some(StaleGrant::WhileRevalidate);
             }
         }
+        StaleSituation::SoftPurged => {
+            if within(dirs.stale_while_revalidate) {
+                return Some(StaleGrant::WhileRevalidate);
+            }
+            if in_grace {
+                return Some(StaleGrant::Grace);
+            }
+        }
         StaleSituation::OriginError => {
             if within(dirs.stale_if_error) {
                 return Some(StaleGrant::IfError);
             }
-            if !grace.is_zero() && staleness <= grace {
+            if in_grace {
                 return Some(StaleGrant::Grace);
             }
         }

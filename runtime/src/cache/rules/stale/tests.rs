@@ -99,7 +99,7 @@ type StaleRow = (
 #[test]
 fn serving_stale() {
     use StaleGrant::{Grace as G, IfError as E, MaxStale as M, WhileRevalidate as W};
-    use StaleSituation::{OriginError as Err, Revalidating as Rev};
+    use StaleSituation::{OriginError as Err, Revalidating as Rev, SoftPurged as Soft};
     #[rustfmt::skip]
     let table: &[StaleRow] = &[
         // (situation, response CC, request CC, lifetime, age, grace, ignore, grant)
@@ -111,6 +111,13 @@ fn serving_stale() {
         (Rev, "max-age=60, stale-if-error=300", "", 60, 61, 0, false, None),
         // §4.2.4: grace is for errors only
         (Rev, "max-age=60", "", 60, 61, 300, false, None),
+        // ... and for soft-purged objects, refreshed while served (Varnish's grace)
+        (Soft, "max-age=60", "", 60, 61, 300, false, Some(G)),
+        (Soft, "max-age=60", "", 60, 361, 300, false, None),
+        (Soft, "max-age=60", "", 60, 61, 0, false, None),
+        (Soft, "max-age=60, stale-while-revalidate=30", "", 60, 61, 0, false, Some(W)),
+        // §4.2.4: a soft purge does not override must-revalidate or s-maxage
+        (Soft, "s-maxage=60", "", 60, 61, 300, false, None),
         // RFC 5861 §4: within stale-if-error
         (Err, "max-age=60, stale-if-error=300", "", 60, 360, 0, false, Some(E)),
         // RFC 5861 §4: beyond it, grace covers
