@@ -8,12 +8,19 @@
 # and h2 (ALPN). A row's count includes the connection's share of TLS record work but no
 # handshakes (the tools keep their connections for the whole row).
 #
-#   cargo build --release && benches/callgrind_paths.sh [BINARY] [-- EXTRA EDGECACHE FLAGS]
+# With BANS=N, a last row repeats the HTTP/1.1 hit after N bans on `req.url` (which lookups
+# test and the lurker leaves alone) were added through the admin API (127.0.0.1:19503), all
+# newer than the stored `/small`: what a long ban list costs a hit.
+#
+#   cargo build --release && [BANS=10000] benches/callgrind_paths.sh [BINARY] [-- EXTRA EDGECACHE FLAGS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/edgecache}
 shift || true
 [ "${1:-}" = "--" ] && shift
+BANS=${BANS:-0}
+ADMIN=(-T off)
+[ "$BANS" -gt 0 ] && ADMIN=(-T 127.0.0.1:19503)
 for tool in valgrind callgrind_control wrk h2load openssl python3 curl; do
     command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk nghttp2-client openssl)" >&2; exit 1; }
 done
@@ -39,7 +46,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
 python3 "$RUN/origin.py" & PIDS+=($!)
 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$RUN/cg.%p" \
     "$BIN" -a 127.0.0.1:19501 -a 127.0.0.1:19502,tls --tls-cert "$RUN/cert.pem" \
-    --tls-key "$RUN/key.pem" -b 127.0.0.1:19500 --threads 1 --no-watch -T off "$@" \
+    --tls-key "$RUN/key.pem" -b 127.0.0.1:19500 --threads 1 --no-watch "${ADMIN[@]}" "$@" \
     2>"$RUN/valgrind.log" & PIDS+=($!)
 EDGE=$!
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:19501/small && break; sleep 0.2; done
@@ -76,3 +83,18 @@ measure "/dyn HTTP/1.1 pass" h1 http://127.0.0.1:19501/dyn 10
 measure "/small h2c hit" h2 http://127.0.0.1:19501/small 10
 measure "/small HTTP/1.1 TLS hit" h1 https://localhost:19502/small 10
 measure "/small h2 TLS hit" h2 https://localhost:19502/small 10
+if [ "$BANS" -gt 0 ]; then
+    python3 - "$BANS" <<'EOF'
+import http.client, json, sys
+admin = http.client.HTTPConnection("127.0.0.1", 19503)
+for n in range(int(sys.argv[1])):
+    ban = json.dumps(f'req.url == "/other/{n}"')
+    admin.request("POST", "/ban", body=ban, headers={"Content-Type": "application/json"})
+    answer = admin.getresponse()
+    answer.read()
+    assert answer.status == 200, answer.status
+EOF
+    measure "/small HTTP/1.1 hit, $BANS bans" h1 http://127.0.0.1:19501/small 10
+    curl -s http://127.0.0.1:19503/stats | python3 -c \
+        'import json, sys; s = json.load(sys.stdin); print("bans", s["bans"], "- bans tested", s["bans_tested"])'
+fi
