@@ -67,7 +67,30 @@ fn fetch(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingB
     if let Some(background) = parts.extensions.get::<vcl::BackgroundFetch>() {
         head.extensions.insert(*background);
     }
-    Request::from_parts(head, body)
+    let mut bereq = Request::from_parts(head, body);
+    if let Some(client) = parts.extensions.get::<hyper::ext::InformationalSender>() {
+        forward_informational(&mut bereq, client.clone());
+    }
+    bereq
+}
+
+/// Forwards the informational responses the origin sends before its final one to the client,
+/// in order, each with its own fields minus the hop-by-hop ones (RFC 9110 §15.2: a proxy
+/// forwards 1xx responses). Never stored: the cache only sees the final response. `100
+/// Continue` is left out, since the client's connection answers its own `Expect`; and `101`
+/// is never an interim response. A background fetch has no client waiting (its sender is
+/// closed), so nothing goes anywhere.
+fn forward_informational(bereq: &mut Request<OutgoingBody>, client: hyper::ext::InformationalSender) {
+    hyper::ext::on_informational(bereq, move |interim| {
+        if interim.status() == http::StatusCode::CONTINUE {
+            return;
+        }
+        let mut response = http::Response::new(());
+        *response.status_mut() = interim.status();
+        *response.headers_mut() = interim.headers().clone();
+        headers::strip_hop_by_hop(response.headers_mut());
+        client.send(response);
+    });
 }
 
 /// A pass: the client's request, body included.
