@@ -506,11 +506,10 @@ fn set_health(state: &State, query: &str) -> Response<Full<Bytes>> {
             "POST /backend/set_health needs ?name=NAME&health=healthy|sick|auto\n",
         );
     };
-    let Some(wanted) = crate::backend::AdminHealth::parse(&health) else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            &format!("`{health}` is not a health; accepted: healthy, sick, auto\n"),
-        );
+    // The type is the backend's (what `set_admin_health` takes); admin does not name it.
+    let wanted = match health.parse() {
+        Ok(wanted) => wanted,
+        Err(error) => return text(StatusCode::BAD_REQUEST, &format!("{error}\n")),
     };
     let version = state.active.load_full();
     let matched: Vec<&str> = version

@@ -163,13 +163,24 @@ impl AdminHealth {
         }
     }
 
+}
+
+impl std::str::FromStr for AdminHealth {
+    type Err = UnknownHealth;
+
     /// `healthy`, `sick` or `auto` (varnishadm's words).
-    pub fn parse(text: &str) -> Option<AdminHealth> {
+    fn from_str(text: &str) -> Result<AdminHealth, UnknownHealth> {
         [AdminHealth::Auto, AdminHealth::Healthy, AdminHealth::Sick]
             .into_iter()
             .find(|health| health.as_str() == text)
+            .ok_or_else(|| UnknownHealth(text.to_string()))
     }
 }
+
+/// A `backend.set_health` word that is none of `healthy`, `sick`, `auto`.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a health; accepted: healthy, sick, auto")]
+pub struct UnknownHealth(String);
 
 /// The override as the request path reads it: one atomic load.
 #[derive(Debug, Default)]
