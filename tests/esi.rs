@@ -445,3 +445,130 @@ async fn pages_that_are_not_stored_are_assembled_too() {
     assert_eq!(origin.requests_for("/private"), 2, "not stored");
     assert_eq!(origin.requests_for("/fragment"), 1, "its fragment is");
 }
+
+fn gzipped(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(text.as_bytes()).expect("compress");
+    encoder.finish().expect("compress")
+}
+
+fn gunzipped(bytes: &[u8]) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_string(&mut text)
+        .expect("a gzip body");
+    text
+}
+
+/// An origin that answers gzip when asked for it (and marks it so), identity otherwise.
+fn gzip_when_asked(request: &Request<Bytes>, reply: OriginReply) -> OriginReply {
+    let asked = request
+        .headers()
+        .get("accept-encoding")
+        .is_some_and(|value| value.as_bytes() == b"gzip");
+    if !asked {
+        return reply.header("vary", "Accept-Encoding");
+    }
+    let text = String::from_utf8(reply.body.to_vec()).expect("text");
+    OriginReply {
+        body: gzipped(&text).into(),
+        ..reply
+    }
+    .header("content-encoding", "gzip")
+    .header("vary", "Accept-Encoding")
+}
+
+#[tokio::test]
+async fn gzip_origin_esi_page_is_parsed_and_served_gzip_or_identity() {
+    let origin = Origin::start(|request| match request.uri().path() {
+        "/page" => gzip_when_asked(
+            request,
+            page(r#"<p><esi:include src="/f"/>|<esi:include src="/always-gzip"/></p>"#),
+        ),
+        "/f" => gzip_when_asked(request, OriginReply::ok("fragment").cache_control("max-age=60")),
+        // A fragment the origin compresses whatever it is asked: decoded into the page.
+        _ => OriginReply::ok(gzipped("always gzip"))
+            .header("content-encoding", "gzip")
+            .cache_control("max-age=60"),
+    })
+    .await;
+    let (_proxy, addr) = start(&origin, "", |_| {}).await;
+
+    for _ in 0..2 {
+        let gzip = get(addr, "/page", &[("accept-encoding", "br, gzip")]).await;
+        assert_eq!(gzip.header("content-encoding"), Some("gzip"));
+        assert_eq!(gzip.header("vary"), Some("Accept-Encoding"));
+        assert_eq!(gunzipped(&gzip.body), "<p>fragment|always gzip</p>");
+
+        let identity = get(addr, "/page", &[]).await;
+        assert_eq!(identity.header("content-encoding"), None);
+        assert_eq!(identity.text(), "<p>fragment|always gzip</p>");
+    }
+    assert_eq!(
+        origin.requests_for("/page"),
+        2,
+        "one variant per coding, each parsed once"
+    );
+    let gzip_asked = origin
+        .log()
+        .into_iter()
+        .filter(|seen| seen.target == "/page" && seen.header("accept-encoding") == Some("gzip"))
+        .count();
+    assert_eq!(
+        gzip_asked, 1,
+        "the gzip variant came gzip from the origin and was parsed decompressed"
+    );
+    assert_eq!(
+        origin.requests_for("/f"),
+        1,
+        "includes ask without Accept-Encoding: one variant"
+    );
+}
+
+#[tokio::test]
+async fn do_gzip_stores_compressed_and_do_gunzip_stores_identity() {
+    let origin = Origin::start(|request| match request.uri().path() {
+        "/gzip-me" => OriginReply::ok("plain text, compressed here").cache_control("max-age=60"),
+        _ => OriginReply::ok(gzipped("compressed text, stored plain"))
+            .header("content-encoding", "gzip")
+            .cache_control("max-age=60"),
+    })
+    .await;
+    let extra = r#"
+sub vcl_backend_response {
+    if (bereq.url == "/gzip-me") { set beresp.do_gzip = true; }
+    if (bereq.url == "/gunzip-me") { set beresp.do_gunzip = true; }
+}
+"#;
+    let (_proxy, addr) = start(&origin, extra, |_| {}).await;
+
+    let gzip = get(addr, "/gzip-me", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gzip.header("content-encoding"), Some("gzip"));
+    assert_eq!(gzip.header("vary"), Some("Accept-Encoding"));
+    assert_eq!(gunzipped(&gzip.body), "plain text, compressed here");
+    let hit = get(addr, "/gzip-me", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(
+        (hit.cache(), gunzipped(&hit.body).as_str()),
+        ("HIT", "plain text, compressed here")
+    );
+    let identity = get(addr, "/gzip-me", &[]).await;
+    assert_eq!(
+        identity.header("content-encoding"),
+        None,
+        "decoded for a client without gzip"
+    );
+    assert_eq!(identity.text(), "plain text, compressed here");
+
+    for accept in [&[("accept-encoding", "gzip")][..], &[]] {
+        let plain = get(addr, "/gunzip-me", accept).await;
+        assert_eq!(plain.header("content-encoding"), None);
+        assert_eq!(plain.text(), "compressed text, stored plain");
+    }
+    assert_eq!(
+        origin.requests_for("/gunzip-me"),
+        1,
+        "stored once, decompressed, for everyone"
+    );
+}

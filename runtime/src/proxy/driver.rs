@@ -24,6 +24,7 @@ use super::gzip;
 use super::relay;
 use super::request_checks;
 use super::route::Route;
+use super::trace::{self, Side};
 use super::vcl::{self, ClientResponse, ClientSession};
 use super::ClientTls;
 use super::{bereq, builtin};
@@ -65,6 +66,11 @@ pub(crate) async fn handle(
         .map(|tls| tls.version);
     let version = shared.active.load_full();
     let xid = vcl::next_xid();
+    let trace = shared.traces.begin(xid);
+    if let Some(trace) = &trace {
+        trace::request_started(trace, xid, client, &request);
+        request.extensions_mut().insert(trace.clone());
+    }
     let refused = refusal(&mut request, version.policy.is_some())
         .map(|problem| (StatusCode::BAD_REQUEST, problem))
         .or_else(|| {
@@ -95,6 +101,9 @@ pub(crate) async fn handle(
     }
     let elapsed = started.elapsed();
     shared.latency.observe_request(elapsed.as_secs_f64());
+    if let Some(trace) = &trace {
+        trace::request_ended(trace, &response);
+    }
     access_log::record(AccessRecord {
         method: &method,
         uri: &uri,
@@ -240,7 +249,11 @@ async fn lookup(
     let ignore_request = shared.ignore_request_cache_control;
     // Pass-only marks are a policy's (`return (pass)` in `vcl_backend_response`) and without
     // one they are ignored: a hit without a policy does not look for them.
+    let traced = trace::of(request);
     if route.version.policy.is_some() && shared.cache.coalescer.is_pass_only(&key) {
+        if let Some(trace) = traced {
+            trace.log(Side::Client, "HitPass", "the key is hit-for-pass (pass-only)");
+        }
         if let Some(action) = hooks.pass_only() {
             return Err(action);
         }
@@ -296,6 +309,20 @@ async fn lookup(
                 }
             };
             if let Some(state) = serve {
+                if let Some(trace) = traced {
+                    let (ttl, grace) = (object.ttl().as_secs_f64(), head.grace.as_secs_f64());
+                    let age = age.as_secs_f64();
+                    let how = if state == CacheState::Hit {
+                        "fresh"
+                    } else {
+                        "stale"
+                    };
+                    trace.log(
+                        Side::Client,
+                        "Hit",
+                        format!("{how} age={age:.3} ttl={ttl:.3} grace={grace:.3}"),
+                    );
+                }
                 if let Some(action) = hooks.hit(object) {
                     return Err(action);
                 }
@@ -312,6 +339,13 @@ async fn lookup(
             ));
         }
         if shared.cache.coalescer.is_hit_for_pass(&key) {
+            if let Some(trace) = traced {
+                trace.log(
+                    Side::Client,
+                    "HitMiss",
+                    "the key is hit-for-miss (uncacheable when last fetched)",
+                );
+            }
             hooks.hit_for_miss();
             if let Some(action) = hooks.miss() {
                 return Err(action);
@@ -346,6 +380,13 @@ async fn lookup(
                         .then(|| body.reader())
                         .flatten();
                     if let Some(reader) = reader {
+                        if let Some(trace) = traced {
+                            trace.log(
+                                Side::Client,
+                                "Hit",
+                                "streaming: joined the fetch in flight for the key",
+                            );
+                        }
                         let now = shared.cache.clock.now();
                         let response =
                             respond::from_head(&head, reader, &request.method, &request.headers, now);
@@ -425,19 +466,31 @@ struct VclHooks<'a> {
 impl PolicyHooks for VclHooks<'_> {
     fn hit(&mut self, object: &Arc<CachedObject>) -> Option<Action> {
         if !self.program.has_sub(Sub::Hit) {
+            trace::builtin(
+                self.session.trace.as_ref(),
+                Side::Client,
+                Sub::Hit,
+                &Action::Deliver,
+            );
             return None;
         }
         self.session.obj = Some(object.clone());
-        let action = self.program.run(Sub::Hit, self.session);
+        let action = trace::call(self.program, Sub::Hit, self.session);
         self.session.obj = None;
         (action != Action::Deliver).then_some(action)
     }
 
     fn miss(&mut self) -> Option<Action> {
         if !self.program.has_sub(Sub::Miss) {
+            trace::builtin(
+                self.session.trace.as_ref(),
+                Side::Client,
+                Sub::Miss,
+                &Action::Fetch,
+            );
             return None;
         }
-        let action = self.program.run(Sub::Miss, self.session);
+        let action = trace::call(self.program, Sub::Miss, self.session);
         (action != Action::Fetch).then_some(action)
     }
 
@@ -606,7 +659,9 @@ async fn vcl_steps(
         let mut action = if program.has_sub(Sub::Recv) {
             session.run_waiting(program, Sub::Recv).await
         } else {
-            builtin::vcl_recv(&mut session.req)
+            let action = builtin::vcl_recv(&mut session.req);
+            trace::builtin(session.trace.as_ref(), Side::Client, Sub::Recv, &action);
+            action
         };
         // Plugins that read bodies see the request's before it goes anywhere.
         if let Some(diverted) = session
@@ -655,7 +710,7 @@ async fn vcl_steps(
                 }
                 Action::Pass => {
                     if program.has_sub(Sub::Pass) {
-                        let decided = program.run(Sub::Pass, &mut session);
+                        let decided = trace::call(program, Sub::Pass, &mut session);
                         if decided != Action::Fetch {
                             action = decided;
                             continue;
@@ -674,7 +729,7 @@ async fn vcl_steps(
                     let mut bereq = bereq::pipe(&session.req, client.ip());
                     if program.has_sub(Sub::Pipe) {
                         session.bereq = Some(bereq);
-                        let decided = program.run(Sub::Pipe, &mut session);
+                        let decided = trace::call(program, Sub::Pipe, &mut session);
                         bereq = session.bereq.take().expect("set above");
                         if decided != Action::Pipe {
                             action = decided;
@@ -694,7 +749,7 @@ async fn vcl_steps(
                 Action::Purge => {
                     let key = vcl_key(program, &mut session);
                     shared.cache.purge(&key);
-                    break match program.run(Sub::Purge, &mut session) {
+                    break match trace::call(program, Sub::Purge, &mut session) {
                         Action::Synth { status, reason } => Step::Synth(status, Some(reason.to_string())),
                         Action::Restart => Step::Restart,
                         _ => Step::Synth(200, Some("Purged".to_string())),
@@ -809,10 +864,11 @@ async fn vcl_steps(
 /// without a policy, so `PURGE` and the admin API's purge find the object either way.
 fn vcl_key(program: &Program, session: &mut ClientSession) -> CacheKey {
     if !program.has_sub(Sub::Hash) {
+        trace::builtin(session.trace.as_ref(), Side::Client, Sub::Hash, &Action::Lookup);
         return builtin::vcl_hash(&session.req);
     }
     session.hash.clear();
-    program.run(Sub::Hash, session);
+    trace::call(program, Sub::Hash, session);
     CacheKey::from_hash_data(&session.hash)
 }
 
@@ -929,6 +985,12 @@ async fn vcl_deliver(
         .headers_mut()
         .insert(status_header, HeaderValue::from_static(state.as_str()));
     if !program.has_sub(Sub::Deliver) {
+        trace::builtin(
+            session.trace.as_ref(),
+            Side::Client,
+            Sub::Deliver,
+            &Action::Deliver,
+        );
         return Deliver::Done(response, state);
     }
     let (mut parts, body) = response.into_parts();
@@ -976,7 +1038,7 @@ fn vcl_synth(
         reason,
         headers,
     });
-    let action = program.run(Sub::Synth, session);
+    let action = trace::call(program, Sub::Synth, session);
     let resp = session.resp.take().expect("set above");
     if action == Action::Restart {
         return Deliver::Restart;

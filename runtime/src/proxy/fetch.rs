@@ -305,6 +305,8 @@ pub(super) fn refresh_in_background(
     h2_accounting::origin_fetch_started();
     let mut request = request.clone();
     request.extensions.insert(vcl::BackgroundFetch);
+    // The request it refreshes for ends before it does: its trace would show nothing of it.
+    request.extensions.remove::<super::trace::Trace>();
     let bereq = bereq::fill(&request, route.client.ip(), Some(&stale));
     let task = FetchTask::new(route, request, key, Some(leader), Some(stale));
     // Nobody waits for the answer: the refreshed object lands in the store.
@@ -728,7 +730,7 @@ impl FetchTask {
         session.version = Some(&self.version);
         session.retries = attempts.retries;
         session.beresp = Some(&mut beresp);
-        let action = program.run(Sub::BackendResponse, &mut session);
+        let action = super::trace::call(program, Sub::BackendResponse, &mut session);
         self.do_esi.set(session.do_esi);
         self.do_gzip.set((session.do_gzip, session.do_gunzip));
         if session.rolled_back {

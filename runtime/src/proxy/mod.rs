@@ -13,7 +13,8 @@
 //! 4xx/5xx);
 //! `h2_accounting` counts a request's origin fetches for the server's HTTP/2 caps; `pipe`
 //! tunnels piped requests and WebSocket upgrades to the origin; `esi` parses ESI pages when
-//! they are stored and assembles them at delivery.
+//! they are stored and assembles them at delivery; `gzip` compresses and decompresses bodies
+//! as they stream (`beresp.do_gzip` / `do_gunzip`, ESI over gzip, clients without gzip).
 
 mod access_log;
 mod attempts;
@@ -36,6 +37,7 @@ mod request_checks;
 mod respond;
 mod route;
 mod synth;
+mod trace;
 mod vcl;
 
 use std::net::IpAddr;

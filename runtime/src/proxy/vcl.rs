@@ -308,6 +308,12 @@ pub(super) struct ClientSession {
     clock: Clock,
     /// For `xkey.purge` / `xkey.softpurge`, which act on the cache at once.
     cache: SharedCache,
+    /// The request's cache key, in `vcl_hit` and `vcl_miss`, for `purge.hard()` / `purge.soft()`.
+    pub key: Option<crate::cache::key::CacheKey>,
+    /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
+    /// sub being run (see `trace::call`).
+    pub trace: Option<crate::trace::Trace>,
+    pub returned: Option<policy_lang::Span>,
 }
 
 impl ClientSession {
@@ -326,6 +332,7 @@ impl ClientSession {
             .and_then(policy_lang::Program::default_backend);
         let mut req = req;
         req.extensions.insert(Xid(xid));
+        let req_trace = req.extensions.get().cloned();
         ClientSession {
             req,
             client,
@@ -352,6 +359,9 @@ impl ClientSession {
             task: Task::default(),
             clock: cache.clock.clone(),
             cache,
+            key: None,
+            trace: req_trace,
+            returned: None,
         }
     }
 
@@ -376,7 +386,7 @@ impl ClientSession {
         sub: policy_lang::Sub,
     ) -> policy_lang::Action {
         if self.version.plugins.is_empty() {
-            return program.run(sub, self);
+            return super::trace::call(program, sub, self);
         }
         let start = (
             self.req.clone(),
@@ -386,7 +396,7 @@ impl ClientSession {
             self.task.clone(),
         );
         let bans = self.bans.len();
-        let mut action = program.run(sub, self);
+        let mut action = super::trace::call(program, sub, self);
         while let policy_lang::Action::PluginPaused { .. } = action {
             let version = self.version.clone();
             let paused = self.resp.as_ref().map(|resp| (resp.status, &resp.headers));
@@ -402,7 +412,7 @@ impl ClientSession {
             ) = start.clone();
             // The run again bans again what the first run banned.
             self.bans.truncate(bans);
-            action = program.run(sub, self);
+            action = super::trace::call(program, sub, self);
         }
         self.plugins.run_done();
         action
@@ -474,6 +484,10 @@ fn connection_socket(extensions: &http::Extensions, var: Var) -> Option<SocketAd
 }
 
 impl Context for ClientSession {
+    fn returned(&mut self, at: policy_lang::Span) {
+        self.returned = Some(at);
+    }
+
     fn get(&self, var: Var) -> Value<'_> {
         match var {
             Var::ClientIp => Value::Ip(self.client.ip().to_canonical()),
@@ -618,6 +632,19 @@ impl Context for ClientSession {
         i64::try_from(self.cache.purge_keys(keys, soft)).unwrap_or(i64::MAX)
     }
 
+    fn purge_hash(&self, soft: bool) -> i64 {
+        let Some(key) = &self.key else { return 0 };
+        let purged = if soft {
+            self.cache.soft_purge(key)
+        } else {
+            let variants = self.cache.store.variants(key).len();
+            self.cache.purge(key);
+            variants
+        };
+        tracing::info!(target: "edgecache::vcl", xid = self.xid, soft, objects = purged, "purge of the request's key");
+        i64::try_from(purged).unwrap_or(i64::MAX)
+    }
+
     fn healthy(&self, backend: BackendId) -> bool {
         self.version
             .backends
@@ -701,6 +728,10 @@ pub(super) struct BackendSession<'a> {
     pub uncacheable: bool,
     /// `beresp.do_esi`: the body is to be parsed for ESI.
     pub do_esi: bool,
+    /// `beresp.do_gzip`, `beresp.do_gunzip`: the body is to be compressed or decompressed
+    /// before it is stored.
+    pub do_gzip: bool,
+    pub do_gunzip: bool,
     pub ttl: f64,
     pub grace: f64,
     pub keep: f64,
@@ -722,6 +753,10 @@ pub(super) struct BackendSession<'a> {
     /// What `cookie.*` and `var.*` keep from `vcl_backend_fetch` to `vcl_backend_response` /
     /// `vcl_backend_error`: the backend task, kept by the fetch's attempts across retries.
     task: &'a mut Task,
+    /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
+    /// sub being run (see `trace::call`).
+    pub trace: Option<crate::trace::Trace>,
+    pub returned: Option<policy_lang::Span>,
 }
 
 impl<'a> BackendSession<'a> {
@@ -733,11 +768,14 @@ impl<'a> BackendSession<'a> {
         task: &'a mut Task,
     ) -> BackendSession<'a> {
         let xid = bereq.extensions.get::<Xid>().map_or_else(next_xid, |xid| xid.0);
+        let trace = bereq.extensions.get().cloned();
         BackendSession {
             bereq,
             beresp: None,
             uncacheable,
             do_esi: false,
+            do_gzip: false,
+            do_gunzip: false,
             ttl: 0.0,
             grace: 0.0,
             keep: 0.0,
@@ -750,6 +788,8 @@ impl<'a> BackendSession<'a> {
             plugins: PluginCalls::default(),
             rolled_back: false,
             task,
+            trace,
+            returned: None,
         }
     }
 }
@@ -789,6 +829,10 @@ impl BackendSession<'_> {
 }
 
 impl Context for BackendSession<'_> {
+    fn returned(&mut self, at: policy_lang::Span) {
+        self.returned = Some(at);
+    }
+
     fn get(&self, var: Var) -> Value<'_> {
         let beresp = self.beresp.as_deref();
         match var {
@@ -815,6 +859,8 @@ impl Context for BackendSession<'_> {
             Var::BerespKeep => Value::Duration(self.keep),
             Var::BerespUncacheable => Value::Bool(self.uncacheable),
             Var::BerespDoEsi => Value::Bool(self.do_esi),
+            Var::BerespDoGzip => Value::Bool(self.do_gzip),
+            Var::BerespDoGunzip => Value::Bool(self.do_gunzip),
             Var::BerespBackendName => Value::str(self.backend_name),
             Var::BerespWas304 => Value::Bool(false),
             _ => Value::Unset,
@@ -836,6 +882,8 @@ impl Context for BackendSession<'_> {
             // Varnish refuses to make an uncacheable response cacheable again; so do we.
             Var::BerespUncacheable => self.uncacheable |= value.truthy(),
             Var::BerespDoEsi => self.do_esi = value.truthy(),
+            Var::BerespDoGzip => self.do_gzip = value.truthy(),
+            Var::BerespDoGunzip => self.do_gunzip = value.truthy(),
             Var::BerespStatus => {
                 if let (Some(beresp), Value::Int(code)) = (self.beresp.as_deref_mut(), &value) {
                     if let Ok(status) = u16::try_from(*code)

@@ -24,6 +24,7 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
+use super::super::gzip;
 use super::{host, page_key, parse_logged, EsiBody, EsiLevel};
 use crate::cache::body::{BoxError, ProxyBody, StoredBody};
 use crate::cache::object::{EsiInclude, EsiInstructions, EsiStep};
@@ -78,6 +79,13 @@ pub(in crate::proxy) fn assemble(response: Response<ProxyBody>, assembly: Assemb
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.remove(header::ACCEPT_RANGES);
+    // A page not stored may still be the origin's gzip: it is parsed decompressed.
+    let body = if gzip::is_gzip(&parts.headers) {
+        gzip::mark_gunzipped(&mut parts.headers);
+        ProxyBody::stream(gzip::Gzip::decompress(body))
+    } else {
+        body
+    };
     let (sender, receiver) = mpsc::channel(AHEAD);
     tokio::spawn(async move {
         if let Err(aborted) = assembly.run(page, body, &sender).await {
@@ -194,8 +202,9 @@ impl Assembly {
 
     /// An include's request, as Varnish makes it: the page's request with the include's URL
     /// and `Host` (an h2 page's `:authority`, or the include's own), an HTTP/1.1 GET without
-    /// conditionals, ranges, body framing or `Accept-Encoding` (the page is assembled from
-    /// identity bodies).
+    /// conditionals, ranges, body framing or `Accept-Encoding`: the page is assembled from
+    /// identity bodies, and a fragment stored gzip is decoded for a request that does not take
+    /// gzip, as for any client.
     fn request_for(&self, include: &EsiInclude) -> Option<Parts> {
         let mut request = self.request.clone();
         let host = include.host.as_deref().or_else(|| host(&self.request));
