@@ -1,5 +1,6 @@
-//! `std.fileread(PATH)` and `std.getenv(NAME)`: what a policy reads from the host, read once
-//! when the policy loads (through the caller's [`SourceLoader`]) and kept as string literals.
+//! `std.fileread(PATH)`, `std.blobread(PATH)` and `std.getenv(NAME)`: what a policy reads from
+//! the host, read once when the policy loads (through the caller's [`SourceLoader`]) and kept as
+//! string (or BLOB) literals.
 //!
 //! Varnish reads a file on the first `std.fileread` and keeps it until the VCL is discarded;
 //! here the file is read at load and becomes one of the policy's sources, so the reload watcher
@@ -10,7 +11,8 @@ use crate::ast::{Decl, Expr, ExprKind, Stmt, StmtKind};
 use crate::diagnostics::{Code, Diagnostic, Sink, SourceMap};
 use crate::SourceLoader;
 
-/// Replaces every `std.fileread("...")` / `std.getenv("...")` of `decls` by what it reads.
+/// Replaces every `std.fileread("...")` / `std.blobread("...")` / `std.getenv("...")` of
+/// `decls` by what it reads.
 pub(crate) fn resolve(
     decls: &mut [Decl],
     loader: Option<&dyn SourceLoader>,
@@ -62,7 +64,9 @@ impl Host<'_> {
 
     fn expr(&mut self, e: &mut Expr) {
         match &mut e.kind {
-            ExprKind::Call { func, args } if matches!(func.name.as_str(), "std.fileread" | "std.getenv") => {
+            ExprKind::Call { func, args }
+                if matches!(func.name.as_str(), "std.fileread" | "std.blobread" | "std.getenv") =>
+            {
                 let literal = match args.as_slice() {
                     [arg] if arg.name.is_none() => match &arg.value.kind {
                         ExprKind::Str(s) => Some(s.clone()),
@@ -72,17 +76,26 @@ impl Host<'_> {
                 };
                 // Anything else is left for the checker to refuse.
                 let Some(literal) = literal else { return };
-                let read = if func.name == "std.getenv" {
+                let read = match func.name.as_str() {
                     // An unset variable reads as "", as in Varnish (which returns NULL).
-                    Ok(self.loader.and_then(|l| l.getenv(&literal)).unwrap_or_default())
-                } else {
-                    self.fileread(&literal, e.span.file)
+                    "std.getenv" => Ok(ExprKind::Str(
+                        self.loader.and_then(|l| l.getenv(&literal)).unwrap_or_default(),
+                    )),
+                    "std.blobread" => self
+                        .read(&literal, e.span.file)
+                        .map(|bytes| ExprKind::Blob(crate::eval::vmods::blob::hex(&bytes, false))),
+                    _ => self
+                        .read(&literal, e.span.file)
+                        .and_then(|bytes| {
+                            String::from_utf8(bytes).map_err(|_| "not UTF-8 text: use std.blobread".into())
+                        })
+                        .map(ExprKind::Str),
                 };
                 match read {
-                    Ok(text) => e.kind = ExprKind::Str(text),
+                    Ok(kind) => e.kind = kind,
                     Err(why) => self.sink.push(
                         Diagnostic::new(Code::Include, e.span, format!("cannot read `{literal}`: {why}"))
-                            .label("std.fileread reads it when the policy loads"),
+                            .label(format!("{} reads it when the policy loads", func.name)),
                     ),
                 }
             }
@@ -96,17 +109,17 @@ impl Host<'_> {
         }
     }
 
-    fn fileread(&mut self, path: &str, from: crate::diagnostics::FileId) -> Result<String, String> {
+    fn read(&mut self, path: &str, from: crate::diagnostics::FileId) -> Result<Vec<u8>, String> {
         let loader = self
             .loader
             .ok_or("files are read only when a policy is loaded from a file")?;
         let from = self.sm.get(from).name.clone();
-        let (name, text) = loader.load(path, Some(&from))?;
+        let (name, bytes) = loader.load_bytes(path, Some(&from))?;
         // A source like an include: the reload watcher follows it.
         if self.sm.find(&name).is_none() {
-            self.sm.add(name, text.clone());
+            self.sm.add(name, String::from_utf8_lossy(&bytes).into_owned());
         }
-        Ok(text)
+        Ok(bytes)
     }
 }
 
@@ -164,6 +177,41 @@ sub vcl_synth {
             p.sources().iter().any(|s| s == "/etc/edge/errors/503.html"),
             "{:?}",
             p.sources()
+        );
+    }
+
+    #[test]
+    fn blobread_reads_bytes_that_need_not_be_text() {
+        // vmod_std.vcc: `BLOB blobread(STRING)`, here read when the policy loads.
+        struct Binary;
+        impl SourceLoader for Binary {
+            fn load(&self, path: &str, _from: Option<&str>) -> Result<(String, String), String> {
+                match path {
+                    "main.vcl" => Ok((
+                        "main.vcl".into(),
+                        "vcl 4.1;\nimport std;\nimport blob;\nbackend default { .host = \"127.0.0.1\"; }\n\
+                         sub vcl_deliver { set resp.http.X-Icon = blob.encode(BASE64, blob=std.blobread(\"icon.bin\")); }\n"
+                            .into(),
+                    )),
+                    _ => Err("not UTF-8 text".into()),
+                }
+            }
+            fn load_bytes(&self, path: &str, from: Option<&str>) -> Result<(String, Vec<u8>), String> {
+                match path {
+                    "icon.bin" => Ok(("/srv/icon.bin".into(), vec![0x00, 0xff, 0x10, 0x80])),
+                    _ => self
+                        .load(path, from)
+                        .map(|(name, text)| (name, text.into_bytes())),
+                }
+            }
+        }
+        let p = load("main.vcl", &Binary).unwrap_or_else(|d| panic!("{}", d.render()));
+        let mut ctx = TestContext::request("GET", "/");
+        p.run(Sub::Deliver, &mut ctx);
+        assert_eq!(ctx.get_header(Scope::Resp, "x-icon").as_deref(), Some("AP8QgA=="));
+        assert!(
+            p.sources().iter().any(|s| s == "/srv/icon.bin"),
+            "watched like an include"
         );
     }
 

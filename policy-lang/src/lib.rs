@@ -88,6 +88,13 @@ pub trait SourceLoader {
     /// message.
     fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String>;
 
+    /// Loads `path` as [`SourceLoader::load`] does, as bytes (`std.blobread`, for files that
+    /// need not be text). The default loads text.
+    fn load_bytes(&self, path: &str, from: Option<&str>) -> Result<(String, Vec<u8>), String> {
+        self.load(path, from)
+            .map(|(name, text)| (name, text.into_bytes()))
+    }
+
     /// The addresses a host name in an ACL resolves to (each becomes an entry), or why it does
     /// not resolve. Names are resolved once, when the policy loads, as Varnish does. The
     /// default resolves nothing, so every ACL host name is refused.

@@ -169,15 +169,162 @@ fn rollback_example() {
         .map(|_| String::new())
         .unwrap_or_else(|d| d.render())
     };
-    assert!(err("sub vcl_backend_fetch { std.rollback(bereq); }")
-        .contains("only `std.rollback(req)` is supported"));
+    // vmod_std's `$Restrict`, and `req` / `bereq` readable only on their own side.
+    assert!(err("sub vcl_backend_fetch { std.rollback(req); }")
+        .contains("`std.rollback(req)` is not available in `vcl_backend_fetch`"));
+    assert!(err("sub vcl_deliver { std.rollback(bereq); }")
+        .contains("`std.rollback(bereq)` is not available in `vcl_deliver`"));
+    // std_c00001.vtc: "Not available in subroutine 'vcl_pipe'", for both.
+    for h in ["req", "bereq"] {
+        let e = err(&format!("sub vcl_pipe {{ std.rollback({h}); }}"));
+        assert!(e.contains("is not available in `vcl_pipe`"), "{e}");
+        assert!(e.contains("r.vcl:4:"), "{e}");
+    }
+    // VRT_Rollback has nothing to go back to for responses (Varnish 7.7 panics).
+    let e = err("sub vcl_deliver { std.rollback(resp); }");
     assert!(
-        err("sub vcl_backend_fetch { std.rollback(req); }").contains("not allowed in `vcl_backend_fetch`")
+        e.contains("`std.rollback(resp)` is not possible") && e.contains("hint:"),
+        "{e}"
     );
+    assert!(err("sub vcl_backend_response { std.rollback(beresp); }")
+        .contains("`std.rollback(beresp)` is not possible"));
     assert!(err("sub vcl_recv { std.rollback(obj); }").contains("takes one of req, bereq, resp, beresp"));
     assert!(
         !load_str("n.vcl", "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n")
             .unwrap_or_else(|d| panic!("{}", d.render()))
             .rolls_back()
     );
+}
+
+#[test]
+fn rollback_of_bereq_clears_the_task_and_is_reported_to_the_runtime() {
+    // std_c00001.vtc: `std.rollback(bereq)` in vcl_backend_response, then `return (retry)`.
+    let src = "vcl 4.1;\nimport std;\nimport var;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub vcl_backend_response { var.set(\"k\", \"v\"); if (beresp.status == 400) { std.rollback(bereq); }\n\
+               set beresp.http.X-Var = \"[\" + var.get(\"k\") + \"]\"; }\n";
+    let p = load_str("r.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    assert!(p.rolls_back_bereq() && !p.rolls_back());
+    let mut c = TestContext::request("GET", "/").var(Var::BerespStatus, Value::Int(400));
+    p.run(Sub::BackendResponse, &mut c);
+    assert_eq!(c.rollbacks, [Scope::Bereq]);
+    assert_eq!(c.get_header(Scope::Beresp, "x-var").as_deref(), Some("[]"));
+    let mut c = TestContext::request("GET", "/").var(Var::BerespStatus, Value::Int(200));
+    p.run(Sub::BackendResponse, &mut c);
+    assert!(c.rollbacks.is_empty());
+    assert_eq!(c.get_header(Scope::Beresp, "x-var").as_deref(), Some("[v]"));
+}
+
+fn refusal(body: &str) -> String {
+    load_str(
+        "t.vcl",
+        &format!("vcl 4.1;\nimport std;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{body}\n"),
+    )
+    .map(|_| String::new())
+    .unwrap_or_else(|d| d.render())
+}
+
+#[test]
+fn timed_call_runs_the_sub_and_gives_a_duration() {
+    // vmod_std.vcc: `DURATION timed_call(SUB)`.
+    let src = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub tagged { set resp.http.X-In = \"1\"; }\n\
+               sub refuse { if (req.url == \"/no\") { return (synth(403)); } }\n\
+               sub vcl_deliver {\n\
+                 set resp.http.X-Took = std.timed_call(tagged) + 10s;\n\
+                 std.log(\"refuse took \" + std.timed_call(refuse));\n\
+                 set resp.http.X-After = \"1\";\n\
+               }\n";
+    let p = load_str("t.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut c = TestContext::request("GET", "/");
+    assert_eq!(p.run(Sub::Deliver, &mut c), Action::Deliver);
+    assert_eq!(c.get_header(Scope::Resp, "x-in").as_deref(), Some("1"));
+    let took: f64 = c
+        .get_header(Scope::Resp, "x-took")
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0.0);
+    assert!((10.0..11.0).contains(&took), "the sub's time plus 10 s: {took}");
+    assert!(
+        c.logs.iter().any(|l| l.starts_with("refuse took 0.")),
+        "{:?}",
+        c.logs
+    );
+    // A return in the timed sub ends vcl_deliver once the statement has run.
+    let mut c = TestContext::request("GET", "/no");
+    assert!(matches!(
+        p.run(Sub::Deliver, &mut c),
+        Action::Synth { status: 403, .. }
+    ));
+    assert!(c.logs.iter().any(|l| l.starts_with("refuse took")));
+    assert_eq!(c.get_header(Scope::Resp, "x-after"), None);
+}
+
+#[test]
+fn timed_call_is_checked_like_a_call() {
+    // The timed sub runs in the caller's sub: Varnish's "Dynamic call ... not allowed from here".
+    let e = refusal(
+        "sub ttl { set beresp.ttl = 1s; }\nsub vcl_deliver { set resp.http.X = std.timed_call(ttl); }",
+    );
+    assert!(
+        e.contains("E012") && e.contains("`vcl_deliver`, which calls `ttl`"),
+        "{e}"
+    );
+    let e = refusal("sub vcl_deliver { set resp.http.X = std.timed_call(nosuch); }");
+    assert!(
+        e.contains("E040") && e.contains("takes the name of a sub") && e.contains("t.vcl:4:"),
+        "{e}"
+    );
+    let e = refusal(
+        "sub s { }\nsub vcl_deliver { if (req.url == \"/\") { } elsif (std.timed_call(s) > 1s) { } }",
+    );
+    assert!(
+        e.contains("in an `elsif` condition") && e.contains("hint:"),
+        "{e}"
+    );
+    let e = refusal("sub s { }\nsub vcl_deliver { set resp.http.X = std.timed_call(s) + \"x\"; }");
+    assert!(e.is_empty(), "a DURATION converts to a string: {e}");
+    // Called through timed_call only: not "never called".
+    let p = load_str(
+        "t.vcl",
+        "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\nsub s { }\n\
+         sub vcl_recv { set req.http.X = std.timed_call(s); }\n",
+    )
+    .unwrap_or_else(|d| panic!("{}", d.render()));
+    assert!(p.warnings().is_none_or(|w| !w.render().contains("never called")));
+}
+
+#[test]
+fn file_exists_asks_at_each_call() {
+    // vmod_std.vcc's example: a maintenance flag file.
+    let src = "vcl 4.1;\nimport std;\nbackend default { .host = \"127.0.0.1\"; }\n\
+               sub vcl_recv { if (std.file_exists(\"/etc/return_503\")) {\n\
+               return (synth(503, \"Varnish is in maintenance\")); } }\n";
+    let p = load_str("f.vcl", src).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut c = TestContext::request("GET", "/");
+    assert_eq!(p.run(Sub::Recv, &mut c), Action::Lookup);
+    c.files.push("/etc/return_503".into());
+    assert!(matches!(
+        p.run(Sub::Recv, &mut c),
+        Action::Synth { status: 503, .. }
+    ));
+}
+
+#[test]
+fn port_of_the_connection_addresses() {
+    let p = deliver(
+        "set resp.http.X-Server = std.port(server.ip);\nset resp.http.X-Client = std.port(client.ip);\n\
+         if (std.port(server.ip) != 443) { set resp.http.X-Plain = \"1\"; }",
+    );
+    let mut c = TestContext::request("GET", "/");
+    c.ports = vec![(Var::ServerIp, 8080), (Var::ClientIp, 50123)];
+    p.run(Sub::Deliver, &mut c);
+    assert_eq!(c.get_header(Scope::Resp, "x-server").as_deref(), Some("8080"));
+    assert_eq!(c.get_header(Scope::Resp, "x-client").as_deref(), Some("50123"));
+    assert_eq!(c.get_header(Scope::Resp, "x-plain").as_deref(), Some("1"));
+    let e = refusal("sub vcl_recv { set req.http.X = std.port(std.ip(\"1.2.3.4\", \"0.0.0.0\")); }");
+    assert!(
+        e.contains("E060") && e.contains("`std.port` takes `client.ip`") && e.contains("hint:"),
+        "{e}"
+    );
+    assert!(refusal("sub vcl_recv { set req.http.X = std.port(req.url); }").contains("E060"));
 }

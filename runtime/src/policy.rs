@@ -37,6 +37,12 @@ impl SourceLoader for FileLoader<'_> {
     }
 
     fn load(&self, path: &str, from: Option<&str>) -> Result<(String, String), String> {
+        let (name, bytes) = self.load_bytes(path, from)?;
+        let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+        Ok((name, text))
+    }
+
+    fn load_bytes(&self, path: &str, from: Option<&str>) -> Result<(String, Vec<u8>), String> {
         let base = from
             .and_then(|file| Path::new(file).parent())
             .unwrap_or(Path::new(""));
@@ -54,11 +60,8 @@ impl SourceLoader for FileLoader<'_> {
                 MAX_POLICY_FILE >> 20
             ));
         }
-        let text = std::fs::read_to_string(&full).map_err(|error| match error.kind() {
-            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
-            _ => error.to_string(),
-        })?;
-        Ok((full.display().to_string(), text))
+        let bytes = std::fs::read(&full).map_err(|error| error.to_string())?;
+        Ok((full.display().to_string(), bytes))
     }
 }
 

@@ -204,6 +204,9 @@ pub(crate) enum ExprKind {
     Duration(f64),
     Bytes(u64),
     Bool(bool),
+    /// The bytes `std.blobread("PATH")` read when the policy loaded, as lowercase hex (how a
+    /// BLOB travels).
+    Blob(String),
     /// A dotted name: variable, backend, ACL, object.
     Name(String),
     Call {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::SubInfo;
-use crate::ast::{Stmt, StmtKind};
+use crate::ast::{Expr, ExprKind, Stmt, StmtKind};
 use crate::diagnostics::{Code, Diagnostic, Sink, Span};
 use crate::vocab::Sub;
 
@@ -125,8 +125,10 @@ fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
     for s in stmts {
         match &s.kind {
             StmtKind::Call(id) => f(&id.name, id.span),
+            StmtKind::Set { value: e, .. } | StmtKind::Expr(e) => timed_calls(e, f),
             StmtKind::If { branches, otherwise } => {
-                for (_, b) in branches {
+                for (c, b) in branches {
+                    timed_calls(c, f);
                     collect_calls(b, f);
                 }
                 if let Some(o) = otherwise {
@@ -136,5 +138,25 @@ fn collect_calls(stmts: &[Stmt], f: &mut dyn FnMut(&str, Span)) {
             StmtKind::Block(b) => collect_calls(b, f),
             _ => {}
         }
+    }
+}
+
+/// The subs `std.timed_call(SUB)` calls in `e`: calls like any other.
+fn timed_calls(e: &Expr, f: &mut dyn FnMut(&str, Span)) {
+    match &e.kind {
+        ExprKind::Call { func, args } => {
+            if let (true, [arg]) = (func.name == "std.timed_call", args.as_slice()) {
+                if let ExprKind::Name(sub) = &arg.value.kind {
+                    f(sub, arg.value.span);
+                }
+            }
+            args.iter().for_each(|a| timed_calls(&a.value, f));
+        }
+        ExprKind::Not(inner) | ExprKind::Neg(inner) => timed_calls(inner, f),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            timed_calls(lhs, f);
+            timed_calls(rhs, f);
+        }
+        _ => {}
     }
 }

@@ -2,7 +2,7 @@
 //! `cookie.*`, `var.*`, `header.*`, `blob.*`, `bodyaccess.*`, `xkey.*`.
 
 use super::ty::Ty;
-use crate::tree::{BlobFn, BodyFn, CookieFn, Func, HeaderFn, VarFn, XkeyFn};
+use crate::tree::{BlobFn, BodyFn, CookieFn, Func, HeaderFn, PurgeFn, UnixFn, VarFn, XkeyFn};
 use crate::vocab::{ConnectionValue, ValueType};
 
 /// The vmods edgecache provides natively.
@@ -16,6 +16,9 @@ pub(crate) const VMODS: &[&str] = &[
     "header",
     "blob",
     "bodyaccess",
+    "purge",
+    "h2",
+    "unix",
     "xkey",
 ];
 
@@ -226,6 +229,12 @@ pub(crate) const VALUE_FUNCS: &[Sig] = &[
         ret: Ty::Void,
     },
     Sig {
+        name: "std.file_exists",
+        func: Func::FileExists,
+        params: &[p("path", Ty::Str)],
+        ret: Ty::Bool,
+    },
+    Sig {
         name: "std.set_ip_tos",
         func: Func::Accepted,
         params: &[p("tos", Ty::Int)],
@@ -301,6 +310,15 @@ pub(crate) const VMOD_FUNCS: &[&[Sig]] = &[
         sig("blob.transcode", Func::Blob(BlobFn::Transcode), &[opt("decoding", Ty::Enum(BLOB_CODECS)), opt("encoding", Ty::Enum(BLOB_CODECS)), opt("case", Ty::Enum(BLOB_CASES)), opt("length", Ty::Int), p("encoded", Ty::Str)], Ty::Str),
     ],
     &[
+        sig("purge.hard", Func::Purge(PurgeFn::Hard), &[], Ty::Int),
+        sig("purge.soft", Func::Purge(PurgeFn::Soft), &[opt("ttl", Ty::Duration), opt("grace", Ty::Duration), opt("keep", Ty::Duration)], Ty::Int),
+        sig("h2.is", Func::H2Is, &[], Ty::Bool),
+        sig("unix.user", Func::Unix(UnixFn::User), &[], Ty::Str),
+        sig("unix.group", Func::Unix(UnixFn::Group), &[], Ty::Str),
+        sig("unix.uid", Func::Unix(UnixFn::Uid), &[], Ty::Int),
+        sig("unix.gid", Func::Unix(UnixFn::Gid), &[], Ty::Int),
+    ],
+    &[
         sig("bodyaccess.hash_req_body", Func::Bodyaccess(BodyFn::Hash), &[], Ty::Void),
         sig("bodyaccess.len_req_body", Func::Bodyaccess(BodyFn::Len), &[], Ty::Int),
         sig("bodyaccess.rematch_req_body", Func::Bodyaccess(BodyFn::Rematch), &[p("re", Ty::Regex)], Ty::Int),
@@ -334,20 +352,14 @@ pub(crate) const STATEMENT_FUNCS: &[&str] = &[
 /// Varnish functions recognised but not provided.
 pub(crate) fn unsupported(name: &str) -> Option<&'static str> {
     Some(match name {
-        "std.fileread" | "std.getenv" => "give it a string literal: it is read when the policy loads",
-        "std.blobread" | "std.file_exists" => {
-            "edgecache policies read files only with `std.fileread(\"PATH\")`, when they load"
+        "std.fileread" | "std.getenv" | "std.blobread" => {
+            "give it a string literal: it is read when the policy loads"
         }
-        // Returning a constant would silently break the common `std.port(server.ip) != 443`
-        // redirect (every request would be redirected, HTTPS ones included).
-        "std.port" => {
-            "IP values carry no port in edgecache; to tell HTTPS from HTTP, test `tls.is_tls()` \
-             (`import tls;`, TLS edgecache terminates), `proxy.is_ssl()` (`import proxy;`, behind \
-             a PROXY v2 load balancer) or a header your TLS terminator sets, e.g. \
-             `req.http.X-Forwarded-Proto != \"https\"`"
-        }
-        "std.timed_call" => {
-            "timing a sub is not supported by edgecache; `std.log` what the sub decides instead"
+        // Per-session changes of the HTTP/2 rapid-reset budget: edgecache's budget is per
+        // connection and set for all of them.
+        "h2.rapid_reset" | "h2.rapid_reset_limit" | "h2.rapid_reset_period" | "h2.rapid_reset_budget" => {
+            "edgecache caps rapid resets for every HTTP/2 connection alike: set \
+             `--h2-rapid-reset-limit` and `--h2-rapid-reset-period` instead"
         }
         _ => return None,
     })
@@ -371,5 +383,5 @@ pub(crate) fn all_names() -> impl Iterator<Item = &'static str> {
         .map(|s| s.name)
         .chain(ConnectionValue::ALL.iter().map(|v| v.name()))
         .chain(STATEMENT_FUNCS.iter().copied())
-        .chain(["regsub", "regsuball"])
+        .chain(["regsub", "regsuball", "std.port", "std.timed_call"])
 }

@@ -423,7 +423,8 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         directors[add.director].add(member, name.as_deref().unwrap_or(""), add.weight);
     }
     configure_shards(init.shard, &mut directors, member_of);
-    let (req_body_limit, rolls_back) = (init.req_body_limit, init.rolls_back);
+    let (req_body_limit, rolls_back, rolls_back_bereq) =
+        (init.req_body_limit, init.rolls_back, init.rolls_back_bereq);
 
     if sink.has_errors() {
         return None;
@@ -469,6 +470,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var"),
         req_body_limit,
         rolls_back,
+        rolls_back_bereq,
     })
 }
 

@@ -31,6 +31,7 @@ pub struct Program {
     pub(crate) task_vmods: bool,
     pub(crate) req_body_limit: Option<u64>,
     pub(crate) rolls_back: bool,
+    pub(crate) rolls_back_bereq: bool,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<Diagnostics>,
     /// `var.global_set` / `var.global_get`: strings every request of this policy shares.
@@ -56,6 +57,7 @@ impl Program {
                         walk(otherwise, out);
                     }
                     Stmt::Block(inner) => walk(inner, out),
+                    Stmt::Timed(_, inner) => walk(std::slice::from_ref(&**inner), out),
                     _ => {}
                 }
             }
@@ -139,6 +141,12 @@ impl Program {
         self.rolls_back
     }
 
+    /// Whether the policy calls `std.rollback(bereq)`, for which the runtime keeps each backend
+    /// request as it was built, before `vcl_backend_fetch` ([`Context::rollback`](crate::Context::rollback)).
+    pub fn rolls_back_bereq(&self) -> bool {
+        self.rolls_back_bereq
+    }
+
     /// Every file read (entry first, then includes), for the reload watcher.
     pub fn sources(&self) -> &[String] {
         &self.sources
@@ -175,6 +183,7 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         task_vmods: checked.task_vmods,
         req_body_limit: checked.req_body_limit,
         rolls_back: checked.rolls_back,
+        rolls_back_bereq: checked.rolls_back_bereq,
         sources,
         warnings: None,
         globals: Mutex::default(),

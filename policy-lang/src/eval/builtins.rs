@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::Context;
 use crate::compile::Program;
-use crate::tree::{Expr, Func};
+use crate::tree::{Expr, Func, PurgeFn, UnixFn};
 use crate::vocab::{Value, Var};
 
 pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn Context) -> Value<'a> {
@@ -106,6 +106,18 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         Func::Syntax => Value::Bool(arg(0).as_real().is_some_and(|v| v <= 4.1 + f64::EPSILON)),
         Func::BanError => Value::Str(Cow::Borrowed(ctx.task().map_or("", |t| t.ban_error.as_str()))),
         Func::Accepted | Func::Rollback => Value::Unset,
+        Func::Port(var) => Value::Int(ctx.port(var)),
+        Func::Purge(f) => Value::Int(ctx.purge_hash(f == PurgeFn::Soft)),
+        Func::H2Is => Value::Bool(ctx.get(Var::ReqProto).as_str() == Some("HTTP/2.0")),
+        // edgecache listens on TCP only: as vmod_unix answers off a Unix socket.
+        Func::Unix(UnixFn::User | UnixFn::Group) => Value::Unset,
+        Func::Unix(UnixFn::Uid | UnixFn::Gid) => Value::Int(-1),
+        Func::FileExists => Value::Bool(ctx.file_exists(&s0())),
+        Func::TimedCall => {
+            let nth = arg(0).as_int().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+            let seconds = ctx.task().and_then(|t| t.timed.get(nth.wrapping_sub(1)));
+            Value::Duration(seconds.copied().unwrap_or(0.0))
+        }
         Func::ShardKey => Value::Int(i64::from(crate::tree::shard::hash32(&[&s0()]))),
         Func::Round => Value::Real(arg(0).as_real().unwrap_or(0.0).round()),
         // Only reachable in value position; the statement form is handled by exec.

@@ -28,6 +28,7 @@ use http::HeaderName;
 
 use super::vmods::Task;
 use crate::ban::BanExpr;
+use crate::diagnostics::Span;
 use crate::vocab::{Action, BackendId, ConnectionValue, PluginId, PluginPhase, Scope, Value, Var};
 
 /// What a compiled policy needs from the request being processed.
@@ -121,12 +122,42 @@ pub trait Context {
         true
     }
 
-    /// `std.rollback(req)`: puts the request (method, URL, headers) back as the client sent it.
-    /// Only [`Scope::Req`] reaches this, and only when [`Program::rolls_back`] says so.
+    /// `std.rollback(req)`: puts the request (method, URL, headers) back as the client sent it
+    /// (in `vcl_deliver` and `vcl_synth`, `resp` too, as it was when the sub began), when
+    /// [`Program::rolls_back`] says so. `std.rollback(bereq)` ([`Scope::Bereq`], backend subs,
+    /// when [`Program::rolls_back_bereq`] says so): the backend request as it was built, before
+    /// `vcl_backend_fetch`; in `vcl_backend_response` it also lets the response go, so the fetch
+    /// fails unless the sub returns `retry`, as in Varnish. The evaluator has already cleared
+    /// the task ([`Context::task_mut`]), as Varnish ends and begins the task.
     ///
     /// [`Program::rolls_back`]: crate::Program::rolls_back
+    /// [`Program::rolls_back_bereq`]: crate::Program::rolls_back_bereq
     fn rollback(&mut self, scope: Scope) {
         let _ = scope;
+    }
+
+    /// `purge.hard()` (removes) / `purge.soft()` (makes stale: served in grace while one fetch
+    /// refreshes it) of every variant of the request's cache key, in `vcl_hit` / `vcl_miss`.
+    /// Returns how many objects that was. It acts on the shared cache at once, hence `&self`.
+    /// By default there is no cache and nothing is purged.
+    fn purge_hash(&self, soft: bool) -> i64 {
+        let _ = soft;
+        0
+    }
+
+    /// `std.port(IP)`: the port of the connection's address `var` (`client.ip`, `server.ip`,
+    /// `remote.ip`, `local.ip`). The default, 0, is what Varnish answers for a Unix socket.
+    fn port(&self, var: Var) -> i64 {
+        let _ = var;
+        0
+    }
+
+    /// `std.file_exists(path)`: whether `path` (or the file a symbolic link there points to)
+    /// exists, asked at each call as Varnish does (a maintenance flag file is the usual use).
+    /// The language does no I/O: the default says no.
+    fn file_exists(&self, path: &str) -> bool {
+        let _ = path;
+        false
     }
 
     /// The request body `std.cache_req_body` buffered (empty when the request has none);
@@ -269,6 +300,15 @@ impl Context for OwnTask<'_> {
     }
     fn rollback(&mut self, scope: Scope) {
         self.ctx.rollback(scope);
+    }
+    fn port(&self, var: Var) -> i64 {
+        self.ctx.port(var)
+    }
+    fn purge_hash(&self, soft: bool) -> i64 {
+        self.ctx.purge_hash(soft)
+    }
+    fn file_exists(&self, path: &str) -> bool {
+        self.ctx.file_exists(path)
     }
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
         self.ctx.connection(value)

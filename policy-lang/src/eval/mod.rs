@@ -16,7 +16,7 @@ mod shard;
 mod strftime;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod testing;
-mod vmods;
+pub(crate) mod vmods;
 
 use context::OwnTask;
 pub use context::{Context, PluginOutcome};
@@ -147,6 +147,7 @@ impl Program {
                 }
             }
             Stmt::Block(b) => return self.exec_block(b, sub, ctx),
+            Stmt::Timed(subs, inner) => return self.exec_timed(subs, inner, sub, ctx),
             Stmt::Plugin(id, phase) => match ctx.run_plugin(*id, *phase) {
                 // `.on_error = continue` is the runtime's job: a failed
                 // fail-open plugin comes back as `Continue`.
@@ -159,6 +160,35 @@ impl Program {
             },
         }
         Flow::Next
+    }
+
+    /// A statement using `std.timed_call`: each sub runs, timed (`VTIM_mono()` around
+    /// `VRT_call`, as Varnish measures), then the statement with the timings. A `return` in a
+    /// timed sub ends the calling sub once the statement has run.
+    fn exec_timed(&self, subs: &[usize], inner: &Stmt, sub: Sub, ctx: &mut dyn Context) -> Flow {
+        if ctx.task().is_none() {
+            return self.exec_timed(subs, inner, sub, &mut OwnTask::new(ctx));
+        }
+        let mut timed = Vec::with_capacity(subs.len());
+        let mut returned = None;
+        for &i in subs {
+            let started = std::time::Instant::now();
+            let flow = self.exec_block(&self.bodies[i], sub, ctx);
+            timed.push(started.elapsed().as_secs_f64());
+            if let (Flow::Done(action), None) = (flow, &returned) {
+                returned = Some(action);
+            }
+        }
+        // Statements nested in the subs kept their own timings; these are this statement's.
+        let outer = ctx.task_mut().map(|t| std::mem::replace(&mut t.timed, timed));
+        let flow = self.exec(inner, sub, ctx);
+        if let (Some(task), Some(outer)) = (ctx.task_mut(), outer) {
+            task.timed = outer;
+        }
+        match returned {
+            Some(action) => Flow::Done(action),
+            None => flow,
+        }
     }
 
     /// A fail-closed plugin failure: 503, as `return (synth(503, ...))` on

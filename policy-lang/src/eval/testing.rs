@@ -37,6 +37,8 @@ pub struct TestContext {
     pub ports: Vec<(Var, i64)>,
     /// The paths `file_exists` says exist.
     pub files: Vec<String>,
+    /// Every `purge_hash` call (`true`: soft), in order; each reports 1 object.
+    pub purges: std::cell::RefCell<Vec<bool>>,
     /// Every `run_plugin` call, in order.
     pub plugin_calls: Vec<(PluginId, PluginPhase)>,
     /// Scripted plugins: what `run_plugin` does for a `(plugin, phase)`
@@ -313,6 +315,11 @@ impl Context for TestContext {
             .iter()
             .find(|(v, _)| *v == var)
             .map_or(0, |(_, port)| *port)
+    }
+
+    fn purge_hash(&self, soft: bool) -> i64 {
+        self.purges.borrow_mut().push(soft);
+        1
     }
 
     fn file_exists(&self, path: &str) -> bool {

@@ -36,6 +36,7 @@ pub(crate) fn stmt(s: Stmt) -> Stmt {
         Stmt::Log(e) => Stmt::Log(expr(e)),
         Stmt::Eval(e) => Stmt::Eval(expr(e)),
         Stmt::Block(b) => Stmt::Block(b.into_iter().map(stmt).collect()),
+        Stmt::Timed(subs, s) => Stmt::Timed(subs, Box::new(stmt(*s))),
         other => other,
     }
 }

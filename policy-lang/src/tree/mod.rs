@@ -42,6 +42,8 @@ pub(crate) struct Checked {
     pub req_body_limit: Option<u64>,
     /// Whether `std.rollback(req)` is called.
     pub rolls_back: bool,
+    /// Whether `std.rollback(bereq)` is called.
+    pub rolls_back_bereq: bool,
 }
 
 /// Built-in functions that return a value.
@@ -94,8 +96,22 @@ pub(crate) enum Func {
     /// `xkey.purge` / `xkey.softpurge` (varnish-modules' vmod_xkey): a value with an effect on
     /// the cache, run where the expression is evaluated.
     Xkey(XkeyFn),
-    /// `std.rollback(req)`: the request back as the client sent it.
+    /// `std.rollback(req|bereq)`: the request back as received, or the backend request as built.
     Rollback,
+    /// `std.port(IP)` of one of the connection's addresses (`client.ip`, `server.ip`, ...).
+    Port(Var),
+    /// `std.file_exists(STRING)`: asked of the runtime at each call.
+    FileExists,
+    /// `purge.hard()` / `purge.soft()` (Varnish's vmod_purge): every variant of the request's
+    /// cache key, in `vcl_hit` / `vcl_miss`.
+    Purge(PurgeFn),
+    /// `h2.is()` (Varnish's vmod_h2): whether the request came over HTTP/2.
+    H2Is,
+    /// `unix.*` (Varnish's vmod_unix): the peer's credentials on a Unix socket listener.
+    Unix(UnixFn),
+    /// `std.timed_call(SUB)`: the seconds the sub took, which [`Stmt::Timed`] measured; the
+    /// argument counts the statement's timings from the last (1 is the last).
+    TimedCall,
 }
 
 impl Func {
@@ -117,6 +133,22 @@ impl Func {
             _ => false,
         }
     }
+}
+
+/// `purge.hard()` removes; `purge.soft()` makes stale (the cache's soft purge).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PurgeFn {
+    Hard,
+    Soft,
+}
+
+/// What `unix.*` asks of the peer process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnixFn {
+    User,
+    Group,
+    Uid,
+    Gid,
 }
 
 /// The functions of `cookie`, which edit the task's cookie jar.
@@ -269,6 +301,9 @@ pub(crate) enum Stmt {
     /// `plugin.request(NAME);` / `plugin.response(NAME);`.
     Plugin(PluginId, PluginPhase),
     Block(Vec<Stmt>),
+    /// A statement whose expressions use `std.timed_call(SUB)`: the subs (by index) run first,
+    /// in order, each timed, then the statement, reading the timings ([`Func::TimedCall`]).
+    Timed(Vec<usize>, Box<Stmt>),
 }
 
 /// A compiled `~` pattern. Literal patterns (`"^/admin"`, `"\\.css$"`,

@@ -11,10 +11,10 @@ use crate::check::ty::Ty;
 use crate::check::vars::{self, VarRef};
 use crate::check::SymKind;
 use crate::diagnostics::{did_you_mean, Code, Diagnostic, Span};
-use crate::tree::{fold, DirectorKind, Expr, Func, Replacement, Stmt};
+use crate::tree::{fold, DirectorKind, Expr, Func, PurgeFn, Replacement, Stmt};
 use crate::vocab::regex as re;
 use crate::vocab::sub::mask;
-use crate::vocab::{PluginId, PluginPhase, Value};
+use crate::vocab::{PluginId, PluginPhase, Value, ValueType};
 
 impl Lowerer<'_> {
     pub(super) fn arg_count(&mut self, span: Span, f: &str, want: &str) {
@@ -151,29 +151,164 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `std.rollback(h)`: edgecache keeps the request as received, so `req` can be rolled
-    /// back (in client subs); false after reporting any other.
+    /// `std.rollback(h)`, as Varnish 7.7's `VRT_Rollback`: `req` in client subs, `bereq` in
+    /// backend subs (where the HTTP object is readable), neither in `vcl_pipe` (vmod_std's
+    /// `$Restrict`); `resp` and `beresp` are refused. False after reporting.
     fn rollback(&mut self, call: &Expr, span: Span) -> bool {
         let Expr::Call(_, args) = call else { return false };
-        if !matches!(args.first(), Some(Expr::Const(Value::Str(h))) if h == "req") {
-            self.sink.push(
-                Diagnostic::new(Code::Unsupported, span, "only `std.rollback(req)` is supported")
-                    .label("bereq, resp and beresp are not kept as they were")
-                    .hint("set the fields back yourself, or restart the request"),
-            );
+        let Some(Expr::Const(Value::Str(h))) = args.first() else {
+            return false;
+        };
+        let (allowed, what) = match &**h {
+            "req" => (mask::CLIENT & !mask::PIPE, "`std.rollback(req)`"),
+            "bereq" => (mask::BACKEND, "`std.rollback(bereq)`"),
+            other => {
+                // Varnish 7.7 compiles these and panics at run time ("VRT_Rollback 'hp'
+                // invalid"): only the request objects have a copy to go back to.
+                self.sink.push(
+                    Diagnostic::new(Code::Unsupported, span, format!("`std.rollback({other})` is not possible"))
+                        .label("only `req` and `bereq` are kept as they were")
+                        .hint(if other == "resp" {
+                            "`std.rollback(req)` in vcl_deliver or vcl_synth also builds `resp` again,                              as Varnish does; or unset the headers you set"
+                        } else {
+                            "`std.rollback(bereq)` and `return (retry)` fetch the response again; or                              unset the headers you set"
+                        }),
+                );
+                return false;
+            }
+        };
+        // Varnish: "Not available in subroutine 'vcl_pipe'".
+        if !self.scope_check(allowed, span, what, "available", Code::NotAllowedHere) {
             return false;
         }
-        if !self.scope_check(
-            mask::CLIENT,
-            span,
-            "`std.rollback(req)`",
-            "allowed",
-            Code::NotAllowedHere,
-        ) {
-            return false;
+        if &**h == "req" {
+            self.init.rolls_back = true;
+        } else {
+            self.init.rolls_back_bereq = true;
         }
-        self.init.rolls_back = true;
         true
+    }
+
+    /// The vmods' `$Restrict`: where Varnish 7.7 allows their functions. False after reporting.
+    fn restricted(&mut self, sig: &Sig, span: Span) -> bool {
+        let allowed = match sig.func {
+            Func::Purge(_) => mask::HIT | mask::MISS,
+            Func::H2Is => mask::CLIENT,
+            // vmod_xkey has no $Restrict, but edgecache's key index is reached from the client
+            // side only: refusing beats a purge that silently finds nothing.
+            Func::Xkey(_) => mask::CLIENT,
+            // vmod_unix: "None of them may be called in vcl_init{} or vcl_fini{}".
+            Func::Unix(_) => mask::CLIENT | mask::BACKEND,
+            _ => return true,
+        };
+        let what = format!("`{}()`", sig.name);
+        self.scope_check(allowed, span, &what, "available", Code::NotAllowedHere)
+    }
+
+    /// `purge.soft(ttl, grace, keep)`: the cache's soft purge ends the freshness now and keeps
+    /// grace and keep, which is `purge.soft()` (ttl 0, grace and keep untouched); all three 0 is
+    /// a hard purge, as vmod_purge documents. Other reductions are refused.
+    fn soft_purge(&mut self, call: Expr, span: Span) -> (Expr, Ty) {
+        let Expr::Call(_, args) = call else { return E };
+        let seconds: Vec<Option<f64>> = args
+            .into_iter()
+            .map(|a| match fold::expr(a) {
+                Expr::Const(Value::Unset) => Some(-1.0),
+                Expr::Const(Value::Duration(d)) => Some(d),
+                _ => None,
+            })
+            .collect();
+        let ttl = seconds.first().copied().flatten().map(|t| t.max(0.0));
+        let kept = |i: usize| seconds.get(i).copied().flatten();
+        let purge = match (ttl, kept(1), kept(2)) {
+            (Some(t), Some(g), Some(k)) if t == 0.0 && g < 0.0 && k < 0.0 => PurgeFn::Soft,
+            (Some(t), Some(g), Some(k)) if t == 0.0 && g == 0.0 && k == 0.0 => PurgeFn::Hard,
+            _ => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        span,
+                        "`purge.soft` with a ttl, or a grace or keep to reduce to, is not supported",
+                    )
+                    .label("edgecache's soft purge ends the freshness now and keeps grace and keep")
+                    .hint("`purge.soft()` makes the objects stale now (served in grace while one fetch refreshes them); `purge.hard()` removes them"),
+                );
+                return E;
+            }
+        };
+        (Expr::Call(Func::Purge(purge), Vec::new()), Ty::Int)
+    }
+
+    /// `std.port(IP)`: the port of one of the connection's addresses. IP values carry no port
+    /// in edgecache, so the argument must be one of the variables that have one.
+    fn port(&mut self, func: &ast::Ident, args: &[Arg], span: Span) -> (Expr, Ty) {
+        self.need_import("std", func);
+        let [arg] = args else {
+            self.arg_count(span, "std.port", "1 (an IP variable)");
+            return E;
+        };
+        let var = match &arg.value.kind {
+            ExprKind::Name(n) => match vars::resolve(n) {
+                Some(VarRef::Var(v)) if v.value_type() == ValueType::Ip => Some(v),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(var) = var else {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    arg.value.span,
+                    "`std.port` takes `client.ip`, `server.ip`, `remote.ip` or `local.ip`",
+                )
+                .label("an IP without a port")
+                .hint("edgecache IP values carry no port, the connection's addresses do: e.g. `std.port(server.ip)`"),
+            );
+            return E;
+        };
+        // Checks that the variable is readable here.
+        let (_, t) = self.expr(&arg.value);
+        if t == Ty::Err {
+            return E;
+        }
+        (Expr::Call(Func::Port(var), Vec::new()), Ty::Int)
+    }
+
+    /// `std.timed_call(SUB)`: the statement runs SUB first, timed (see [`Stmt::Timed`]); the
+    /// call reads how long it took. SUB is checked as called from here (the call graph counts
+    /// it), so it may use only what this sub may, as Varnish checks a dynamic call.
+    fn timed_call(&mut self, func: &ast::Ident, args: &[Arg], span: Span) -> (Expr, Ty) {
+        self.need_import("std", func);
+        let [arg] = args else {
+            self.arg_count(span, "std.timed_call", "1 (a sub)");
+            return E;
+        };
+        let sub = match &arg.value.kind {
+            ExprKind::Name(n) => match self.syms.get(n) {
+                Some(SymKind::Sub(id)) => Some(id),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(sub) = sub else {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::UndefinedSub,
+                    arg.value.span,
+                    "`std.timed_call` takes the name of a sub",
+                )
+                .label("not a sub")
+                .hint("e.g. `std.timed_call(my_sub)` for `sub my_sub { ... }`"),
+            );
+            return E;
+        };
+        self.timed.push(sub);
+        let nth = self.timed.len() as i64;
+        // The statement counts its timings from the last; this call's is the `nth`.
+        (
+            Expr::Call(Func::TimedCall, vec![Expr::Const(Value::Int(nth))]),
+            Ty::Duration,
+        )
     }
 
     /// `std.cache_req_body(SIZE)`: the runtime buffers bodies up to the largest SIZE before
@@ -308,6 +443,11 @@ impl Lowerer<'_> {
             "regsub" | "regsuball" => return self.regsub(name == "regsuball", args, span),
             _ => {}
         }
+        match name {
+            "std.port" => return self.port(func, args, span),
+            "std.timed_call" => return self.timed_call(func, args, span),
+            _ => {}
+        }
         let void = funcs::sig_of(name).is_some_and(|sig| sig.ret == Ty::Void);
         if let Some(sig) = funcs::sig_of(name).filter(|_| !void) {
             self.need_import(vmod_of(sig.name), func);
@@ -315,13 +455,11 @@ impl Lowerer<'_> {
             if sig.func == Func::CacheReqBody {
                 self.req_body_size(&call.0, span);
             }
-            // vmod_xkey has no $Restrict, but edgecache's key index is reached from the client
-            // side only: refusing beats a purge that silently finds nothing.
-            let what = format!("`{name}()`");
-            if matches!(sig.func, Func::Xkey(_))
-                && !self.scope_check(mask::CLIENT, func.span, &what, "available", Code::NotAllowedHere)
-            {
+            if call.1 != Ty::Err && !self.restricted(sig, func.span) {
                 return E;
+            }
+            if sig.func == Func::Purge(PurgeFn::Soft) && call.1 != Ty::Err {
+                return self.soft_purge(call.0, span);
             }
             return call;
         }

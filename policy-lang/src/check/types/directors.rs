@@ -24,6 +24,7 @@ pub(crate) struct InitCalls {
     pub shard: Vec<super::ShardCall>,
     pub req_body_limit: Option<u64>,
     pub rolls_back: bool,
+    pub rolls_back_bereq: bool,
 }
 
 /// What `add_backend` adds: a backend, or another director (`d2.backend()`).

@@ -45,6 +45,8 @@ pub(crate) struct Lowerer<'a> {
     /// Director `add_backend` calls (and shard changes) found in `vcl_init`.
     pub init: &'a mut InitCalls,
     depth: usize,
+    /// The subs `std.timed_call` runs in the statement being lowered, in order.
+    timed: Vec<usize>,
 }
 
 pub(super) const E: (Expr, Ty) = (Expr::Const(Value::Unset), Ty::Err);
@@ -62,6 +64,7 @@ impl<'a> Lowerer<'a> {
             cx,
             init,
             depth: 0,
+            timed: Vec::new(),
         }
     }
 

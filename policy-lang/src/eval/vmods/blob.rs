@@ -108,7 +108,7 @@ fn base64_decode(text: &str, alphabet: &[u8; 64], pad: u8) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn hex(bytes: &[u8], upper: bool) -> String {
+pub(crate) fn hex(bytes: &[u8], upper: bool) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         let _ = if upper {

@@ -1,7 +1,7 @@
 //! The vmods beyond `std` that edgecache runs natively: `cookie`, `var`, `header`, `blob`,
 //! `bodyaccess`, `xkey`.
 
-mod blob;
+pub(crate) mod blob;
 mod bodyaccess;
 mod cookie;
 mod header;
@@ -25,6 +25,8 @@ pub struct Task {
     vars: var::Vars,
     /// Why the task's last `std.ban()` failed (`std.ban_error()`); empty when it did not.
     pub(crate) ban_error: String,
+    /// The seconds each `std.timed_call` of the statement being run took, in order.
+    pub(crate) timed: Vec<f64>,
 }
 
 impl Program {
@@ -40,7 +42,18 @@ impl Program {
             Func::Var(f) => var::effect(self, f, &strings, args, ctx),
             Func::Header(f) => header::effect(f, &strings, args, ctx),
             Func::Bodyaccess(f) => bodyaccess::effect(f, &strings, ctx),
-            Func::Rollback => ctx.rollback(Scope::Req),
+            Func::Rollback => {
+                // Varnish's VCL_TaskLeave / VCL_TaskEnter: the task's vmod state starts over.
+                if let Some(task) = ctx.task_mut() {
+                    *task = Task::default();
+                }
+                let scope = if strings.first().is_some_and(|h| h == "bereq") {
+                    Scope::Bereq
+                } else {
+                    Scope::Req
+                };
+                ctx.rollback(scope);
+            }
             _ => {}
         }
     }
