@@ -162,7 +162,6 @@ impl AdminHealth {
             AdminHealth::Sick => "sick",
         }
     }
-
 }
 
 impl std::str::FromStr for AdminHealth {
