@@ -79,8 +79,10 @@ pub(in crate::proxy) fn assemble(response: Response<ProxyBody>, assembly: Assemb
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.remove(header::ACCEPT_RANGES);
-    // A page not stored may still be the origin's gzip: it is parsed decompressed.
-    let body = if gzip::is_gzip(&parts.headers) {
+    // A page not stored may still be the origin's gzip: it is parsed decompressed (a stored
+    // one was decompressed before it was stored).
+    let streaming = matches!(page, EsiBody::Streaming { .. });
+    let body = if streaming && gzip::is_gzip(&parts.headers) {
         gzip::mark_gunzipped(&mut parts.headers);
         ProxyBody::stream(gzip::Gzip::decompress(body))
     } else {
@@ -141,17 +143,23 @@ impl Assembly {
         out: &Sender,
     ) -> Result<(), Aborted> {
         for step in &instructions.0 {
-            let forwarded = match step {
-                EsiStep::Verbatim(range) => forward(stored.range_body(range.clone()).0, out).await,
-                EsiStep::Include(include) => self.include(include, out).await,
+            let include = match step {
+                EsiStep::Include(include) => include,
+                EsiStep::Verbatim(range) => {
+                    // Stored bytes cannot fail: only the client can stop them.
+                    if !matches!(
+                        forward(stored.range_body(range.clone()).0, out).await,
+                        Forwarded::Sent
+                    ) {
+                        return Ok(());
+                    }
+                    continue;
+                }
             };
-            match forwarded {
+            match self.include(include, out).await {
                 Forwarded::Sent => {}
                 Forwarded::ClientLeft => return Ok(()),
                 Forwarded::Failed(why) => {
-                    let EsiStep::Include(include) = step else {
-                        unreachable!("stored bytes do not fail")
-                    };
                     self.stats.esi_failures.fetch_add(1, Relaxed);
                     if !include.continue_on_error {
                         return Err(Aborted::Include {
