@@ -65,96 +65,99 @@ async fn store(proxy: &edgecache_runtime::Running, addr: SocketAddr, paths: &[&s
     }
 }
 
-#[tokio::test]
-async fn a_successful_post_invalidates_and_a_failed_one_does_not() {
-    let origin = origin().await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    store(&proxy, addr, &["/ok", "/failed", "/not-found"]).await;
+support::modes! {
+    async fn a_successful_post_invalidates_and_a_failed_one_does_not() {
+        let origin = origin().await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        store(&proxy, addr, &["/ok", "/failed", "/not-found"]).await;
 
-    let reply = send("POST", addr, "/ok", &[], "form").await;
-    assert_eq!(reply.status, 200);
-    assert_eq!(reply.cache(), "PASS");
-    assert_refetched(&origin, addr, "/ok", "a 200 to POST invalidates").await;
+        let reply = send("POST", addr, "/ok", &[], "form").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.cache(), "PASS");
+        assert_refetched(&origin, addr, "/ok", "a 200 to POST invalidates").await;
 
-    let reply = send("POST", addr, "/failed", &[("x-status", "500")], "form").await;
-    assert_eq!(reply.status, 500);
-    assert_hit(addr, "/failed", &[], "a 500 to POST invalidates nothing").await;
-    send("POST", addr, "/not-found", &[("x-status", "404")], "form").await;
-    assert_hit(addr, "/not-found", &[], "a 404 to POST invalidates nothing").await;
-}
-
-#[tokio::test]
-async fn every_unsafe_method_invalidates_even_unknown_ones() {
-    let origin = origin().await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    let paths = ["/put", "/delete", "/patch", "/frob", "/redirected", "/options"];
-    store(&proxy, addr, &paths).await;
-
-    send("PUT", addr, "/put", &[], "x").await;
-    send("DELETE", addr, "/delete", &[], "").await;
-    send("PATCH", addr, "/patch", &[], "x").await;
-    send("FROB", addr, "/frob", &[], "").await;
-    send(
-        "POST",
-        addr,
-        "/redirected",
-        &[("x-status", "303"), ("x-location", "/elsewhere")],
-        "",
-    )
-    .await;
-    for path in ["/put", "/delete", "/patch", "/frob", "/redirected"] {
-        assert_refetched(&origin, addr, path, "invalidated").await;
+        let reply = send("POST", addr, "/failed", &[("x-status", "500")], "form").await;
+        assert_eq!(reply.status, 500);
+        assert_hit(addr, "/failed", &[], "a 500 to POST invalidates nothing").await;
+        send("POST", addr, "/not-found", &[("x-status", "404")], "form").await;
+        assert_hit(addr, "/not-found", &[], "a 404 to POST invalidates nothing").await;
     }
-
-    let reply = send("OPTIONS", addr, "/options", &[], "").await;
-    assert_eq!(reply.status, 200);
-    assert_hit(addr, "/options", &[], "OPTIONS is safe").await;
 }
 
-#[tokio::test]
-async fn same_host_location_and_content_location_are_invalidated() {
-    let origin = origin().await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    store(&proxy, addr, &["/items/1", "/items/2", "/items/3", "/items/4"]).await;
-    // The same path stored under another host.
-    get(addr, "/items/9", &[("host", "other.example")]).await;
-    support::eventually_stored(&proxy, 5).await;
-    assert_hit(addr, "/items/9", &[("host", "other.example")], "stored").await;
+support::modes! {
+    async fn every_unsafe_method_invalidates_even_unknown_ones() {
+        let origin = origin().await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let paths = ["/put", "/delete", "/patch", "/frob", "/redirected", "/options"];
+        store(&proxy, addr, &paths).await;
 
-    let reply = send(
-        "POST",
-        addr,
-        "/items/",
-        &[
-            ("x-status", "201"),
-            ("x-location", "1"),
-            ("x-content-location", "http://{host}/items/2"),
-        ],
-        "new",
-    )
-    .await;
-    assert_eq!(reply.status, 201);
-    assert_refetched(&origin, addr, "/items/1", "relative Location, resolved").await;
-    assert_refetched(&origin, addr, "/items/2", "absolute same-host Content-Location").await;
-    assert_hit(addr, "/items/3", &[], "not named").await;
+        send("PUT", addr, "/put", &[], "x").await;
+        send("DELETE", addr, "/delete", &[], "").await;
+        send("PATCH", addr, "/patch", &[], "x").await;
+        send("FROB", addr, "/frob", &[], "").await;
+        send(
+            "POST",
+            addr,
+            "/redirected",
+            &[("x-status", "303"), ("x-location", "/elsewhere")],
+            "",
+        )
+        .await;
+        for path in ["/put", "/delete", "/patch", "/frob", "/redirected"] {
+            assert_refetched(&origin, addr, path, "invalidated").await;
+        }
 
-    send(
-        "PUT",
-        addr,
-        "/items/x",
-        &[
-            ("x-location", "http://other.example/items/9"),
-            ("x-content-location", "/items/../items/4"),
-        ],
-        "",
-    )
-    .await;
-    assert_hit(
-        addr,
-        "/items/9",
-        &[("host", "other.example")],
-        "another host's object is never invalidated",
-    )
-    .await;
-    assert_refetched(&origin, addr, "/items/4", "dot segments removed").await;
+        let reply = send("OPTIONS", addr, "/options", &[], "").await;
+        assert_eq!(reply.status, 200);
+        assert_hit(addr, "/options", &[], "OPTIONS is safe").await;
+    }
+}
+
+support::modes! {
+    async fn same_host_location_and_content_location_are_invalidated() {
+        let origin = origin().await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        store(&proxy, addr, &["/items/1", "/items/2", "/items/3", "/items/4"]).await;
+        // The same path stored under another host.
+        get(addr, "/items/9", &[("host", "other.example")]).await;
+        support::eventually_stored(&proxy, 5).await;
+        assert_hit(addr, "/items/9", &[("host", "other.example")], "stored").await;
+
+        let reply = send(
+            "POST",
+            addr,
+            "/items/",
+            &[
+                ("x-status", "201"),
+                ("x-location", "1"),
+                ("x-content-location", "http://{host}/items/2"),
+            ],
+            "new",
+        )
+        .await;
+        assert_eq!(reply.status, 201);
+        assert_refetched(&origin, addr, "/items/1", "relative Location, resolved").await;
+        assert_refetched(&origin, addr, "/items/2", "absolute same-host Content-Location").await;
+        assert_hit(addr, "/items/3", &[], "not named").await;
+
+        send(
+            "PUT",
+            addr,
+            "/items/x",
+            &[
+                ("x-location", "http://other.example/items/9"),
+                ("x-content-location", "/items/../items/4"),
+            ],
+            "",
+        )
+        .await;
+        assert_hit(
+            addr,
+            "/items/9",
+            &[("host", "other.example")],
+            "another host's object is never invalidated",
+        )
+        .await;
+        assert_refetched(&origin, addr, "/items/4", "dot segments removed").await;
+    }
 }

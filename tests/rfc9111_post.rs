@@ -51,93 +51,100 @@ async fn get_post_get(
     (after, gets)
 }
 
-#[tokio::test]
-async fn post_with_content_location_and_freshness_answers_the_next_get() {
-    let origin = Origin::start(cart(&[
-        ("cache-control", "max-age=60"),
-        ("content-location", "http://{host}/cart"),
-    ]))
-    .await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-
-    let (after, gets) = get_post_get(&origin, addr, &proxy).await;
-    assert_eq!((after.cache(), after.text().as_str()), ("HIT", "after post"));
-    assert_eq!(
-        gets, 1,
-        "the GET after the POST was answered from the POST's response"
-    );
-    let head = send("HEAD", addr, "/cart", &[], "").await;
-    assert_eq!(head.cache(), "HIT");
-}
-
-#[tokio::test]
-async fn post_with_a_relative_content_location_is_stored_too() {
-    let origin = Origin::start(cart(&[
-        ("expires", "Thu, 01 Jan 2099 00:00:00 GMT"),
-        ("content-location", "cart"),
-    ]))
-    .await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-
-    let (after, gets) = get_post_get(&origin, addr, &proxy).await;
-    assert_eq!((after.cache(), after.text().as_str()), ("HIT", "after post"));
-    assert_eq!(gets, 1);
-}
-
-#[tokio::test]
-async fn post_without_both_conditions_only_invalidates() {
-    let cases: [&'static [(&'static str, &'static str)]; 3] = [
-        // Fresh, but no Content-Location.
-        &[("cache-control", "max-age=60")],
-        // Content-Location names another resource.
-        &[("cache-control", "max-age=60"), ("content-location", "/cart/1")],
-        // Content-Location, but only heuristic freshness.
-        &[
-            ("content-location", "/cart"),
-            ("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
-        ],
-    ];
-    for post_headers in cases {
-        let origin = Origin::start(cart(post_headers)).await;
+support::modes! {
+    differs_with_policy = "with a policy every POST is passed (fetch::post runs without one only)";
+    async fn post_with_content_location_and_freshness_answers_the_next_get() {
+        let origin = Origin::start(cart(&[
+            ("cache-control", "max-age=60"),
+            ("content-location", "http://{host}/cart"),
+        ]))
+        .await;
         let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+        let (after, gets) = get_post_get(&origin, addr, &proxy).await;
+        assert_eq!((after.cache(), after.text().as_str()), ("HIT", "after post"));
+        assert_eq!(
+            gets, 1,
+            "the GET after the POST was answered from the POST's response"
+        );
+        let head = send("HEAD", addr, "/cart", &[], "").await;
+        assert_eq!(head.cache(), "HIT");
+    }
+}
+
+support::modes! {
+    differs_with_policy = "with a policy every POST is passed (fetch::post runs without one only)";
+    async fn post_with_a_relative_content_location_is_stored_too() {
+        let origin = Origin::start(cart(&[
+            ("expires", "Thu, 01 Jan 2099 00:00:00 GMT"),
+            ("content-location", "cart"),
+        ]))
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+        let (after, gets) = get_post_get(&origin, addr, &proxy).await;
+        assert_eq!((after.cache(), after.text().as_str()), ("HIT", "after post"));
+        assert_eq!(gets, 1);
+    }
+}
+
+support::modes! {
+    async fn post_without_both_conditions_only_invalidates() {
+        let cases: [&'static [(&'static str, &'static str)]; 3] = [
+            // Fresh, but no Content-Location.
+            &[("cache-control", "max-age=60")],
+            // Content-Location names another resource.
+            &[("cache-control", "max-age=60"), ("content-location", "/cart/1")],
+            // Content-Location, but only heuristic freshness.
+            &[
+                ("content-location", "/cart"),
+                ("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
+            ],
+        ];
+        for post_headers in cases {
+            let origin = Origin::start(cart(post_headers)).await;
+            let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+            assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
+            support::eventually_stored(&proxy, 1).await;
+            send("POST", addr, "/cart", &[], "item=1").await;
+            let after = get(addr, "/cart", &[]).await;
+            assert_eq!(
+                (after.cache(), after.text().as_str()),
+                ("MISS", "from get"),
+                "{post_headers:?}: the POST invalidated /cart and stored nothing"
+            );
+        }
+    }
+}
+
+support::modes! {
+    async fn post_with_a_cookie_is_not_stored() {
+        let origin = Origin::start(cart(&[
+            ("cache-control", "max-age=60"),
+            ("content-location", "/cart"),
+        ]))
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
+        support::eventually_stored(&proxy, 1).await;
+        send("POST", addr, "/cart", &[("cookie", "s=1")], "item=1").await;
+        let after = get(addr, "/cart", &[]).await;
+        assert_eq!((after.cache(), after.text().as_str()), ("MISS", "from get"));
+    }
+}
+
+support::modes! {
+    async fn no_store_post_responses_passes_every_post() {
+        let origin = Origin::start(cart(&[
+            ("cache-control", "max-age=60"),
+            ("content-location", "/cart"),
+        ]))
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |config| config.store_post_responses = false).await;
         assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
         support::eventually_stored(&proxy, 1).await;
         send("POST", addr, "/cart", &[], "item=1").await;
         let after = get(addr, "/cart", &[]).await;
-        assert_eq!(
-            (after.cache(), after.text().as_str()),
-            ("MISS", "from get"),
-            "{post_headers:?}: the POST invalidated /cart and stored nothing"
-        );
+        assert_eq!((after.cache(), after.text().as_str()), ("MISS", "from get"));
     }
-}
-
-#[tokio::test]
-async fn post_with_a_cookie_is_not_stored() {
-    let origin = Origin::start(cart(&[
-        ("cache-control", "max-age=60"),
-        ("content-location", "/cart"),
-    ]))
-    .await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
-    support::eventually_stored(&proxy, 1).await;
-    send("POST", addr, "/cart", &[("cookie", "s=1")], "item=1").await;
-    let after = get(addr, "/cart", &[]).await;
-    assert_eq!((after.cache(), after.text().as_str()), ("MISS", "from get"));
-}
-
-#[tokio::test]
-async fn no_store_post_responses_passes_every_post() {
-    let origin = Origin::start(cart(&[
-        ("cache-control", "max-age=60"),
-        ("content-location", "/cart"),
-    ]))
-    .await;
-    let (proxy, addr) = start_proxy(origin.addr, |config| config.store_post_responses = false).await;
-    assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
-    support::eventually_stored(&proxy, 1).await;
-    send("POST", addr, "/cart", &[], "item=1").await;
-    let after = get(addr, "/cart", &[]).await;
-    assert_eq!((after.cache(), after.text().as_str()), ("MISS", "from get"));
 }

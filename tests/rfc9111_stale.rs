@@ -42,93 +42,97 @@ async fn hit_eventually(addr: std::net::SocketAddr, path: &str) -> Reply {
     panic!("{path} never became a HIT");
 }
 
-#[tokio::test]
-async fn stale_while_revalidate_answers_at_once_and_refreshes_once() {
-    let fetches = Arc::new(AtomicUsize::new(0));
-    let counter = fetches.clone();
-    let origin = Origin::start(move |_| {
-        match counter.fetch_add(1, Ordering::SeqCst) {
-            0 => OriginReply::ok("v1").cache_control("max-age=1, stale-while-revalidate=60"),
-            // The refresh is slow: stale answers must not wait for it.
-            _ => OriginReply::ok("v2")
-                .cache_control("max-age=60")
-                .delay(Duration::from_millis(500)),
+support::modes! {
+    async fn stale_while_revalidate_answers_at_once_and_refreshes_once() {
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let counter = fetches.clone();
+        let origin = Origin::start(move |_| {
+            match counter.fetch_add(1, Ordering::SeqCst) {
+                0 => OriginReply::ok("v1").cache_control("max-age=1, stale-while-revalidate=60"),
+                // The refresh is slow: stale answers must not wait for it.
+                _ => OriginReply::ok("v2")
+                    .cache_control("max-age=60")
+                    .delay(Duration::from_millis(500)),
+            }
+        })
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let clock = shared_clock(&proxy, &origin);
+
+        assert_eq!(get(addr, "/swr", &[]).await.body, "v1");
+        // Wait just past the one second of freshness.
+        clock.advance(PAST_ONE_SECOND);
+
+        let replies = support::concurrently(8, |_| get(addr, "/swr", &[])).await;
+        for reply in &replies {
+            assert_eq!(reply.status, 200);
+            assert_eq!(reply.cache(), "STALE");
+            assert_eq!(
+                reply.body, "v1",
+                "answered from the stale object, not after the refresh"
+            );
+            assert!(reply.age().unwrap() >= 1);
         }
-    })
-    .await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    let clock = shared_clock(&proxy, &origin);
+        let more = get(addr, "/swr", &[]).await;
+        assert_eq!((more.cache(), more.text().as_str()), ("STALE", "v1"));
 
-    assert_eq!(get(addr, "/swr", &[]).await.body, "v1");
-    // Wait just past the one second of freshness.
-    clock.advance(PAST_ONE_SECOND);
-
-    let replies = support::concurrently(8, |_| get(addr, "/swr", &[])).await;
-    for reply in &replies {
-        assert_eq!(reply.status, 200);
-        assert_eq!(reply.cache(), "STALE");
+        eventually("the background refresh", || origin.requests() >= 2).await;
+        let fresh = hit_eventually(addr, "/swr").await;
+        assert_eq!(fresh.body, "v2");
         assert_eq!(
-            reply.body, "v1",
-            "answered from the stale object, not after the refresh"
+            origin.requests(),
+            2,
+            "exactly one background fetch for nine stale answers"
         );
-        assert!(reply.age().unwrap() >= 1);
+        assert_eq!(origin.max_in_flight(), 1);
     }
-    let more = get(addr, "/swr", &[]).await;
-    assert_eq!((more.cache(), more.text().as_str()), ("STALE", "v1"));
-
-    eventually("the background refresh", || origin.requests() >= 2).await;
-    let fresh = hit_eventually(addr, "/swr").await;
-    assert_eq!(fresh.body, "v2");
-    assert_eq!(
-        origin.requests(),
-        2,
-        "exactly one background fetch for nine stale answers"
-    );
-    assert_eq!(origin.max_in_flight(), 1);
 }
 
-#[tokio::test]
-async fn stale_while_revalidate_refreshes_with_a_conditional_request() {
-    let origin = Origin::start(|request| {
-        if request.headers().contains_key("if-none-match") {
-            OriginReply::with_status(304, "")
-                .header("etag", "\"s\"")
-                .header("x-refreshed", "yes")
-                .cache_control("max-age=60")
-        } else {
-            OriginReply::ok("body")
-                .header("etag", "\"s\"")
-                .cache_control("max-age=0, stale-while-revalidate=60")
-        }
-    })
-    .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+support::modes! {
+    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
+    async fn stale_while_revalidate_refreshes_with_a_conditional_request() {
+        let origin = Origin::start(|request| {
+            if request.headers().contains_key("if-none-match") {
+                OriginReply::with_status(304, "")
+                    .header("etag", "\"s\"")
+                    .header("x-refreshed", "yes")
+                    .cache_control("max-age=60")
+            } else {
+                OriginReply::ok("body")
+                    .header("etag", "\"s\"")
+                    .cache_control("max-age=0, stale-while-revalidate=60")
+            }
+        })
+        .await;
+        let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
-    get(addr, "/swr-etag", &[]).await;
-    let stale = get(addr, "/swr-etag", &[]).await;
-    assert_eq!((stale.cache(), stale.text().as_str()), ("STALE", "body"));
-    eventually("the background revalidation", || origin.requests() >= 2).await;
-    assert_eq!(origin.last().header("if-none-match"), Some("\"s\""));
-    let fresh = hit_eventually(addr, "/swr-etag").await;
-    assert_eq!(fresh.body, "body");
-    assert_eq!(fresh.header("x-refreshed"), Some("yes"));
-    assert_eq!(origin.requests(), 2);
+        get(addr, "/swr-etag", &[]).await;
+        let stale = get(addr, "/swr-etag", &[]).await;
+        assert_eq!((stale.cache(), stale.text().as_str()), ("STALE", "body"));
+        eventually("the background revalidation", || origin.requests() >= 2).await;
+        assert_eq!(origin.last().header("if-none-match"), Some("\"s\""));
+        let fresh = hit_eventually(addr, "/swr-etag").await;
+        assert_eq!(fresh.body, "body");
+        assert_eq!(fresh.header("x-refreshed"), Some("yes"));
+        assert_eq!(origin.requests(), 2);
+    }
 }
 
-/// RFC 5861 §3 allows serving a response stale as soon as it arrives when it says so:
-/// `max-age=0, stale-while-revalidate=60` without a validator is still worth storing.
-#[tokio::test]
+support::modes! {
+    differs_with_policy = "max-age=0 with stale-while-revalidate: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored to be served stale";
+    /// RFC 5861 §3 allows serving a response stale as soon as it arrives when it says so:
+    /// `max-age=0, stale-while-revalidate=60` without a validator is still worth storing.
+    async fn stale_while_revalidate_without_validator_or_freshness_is_stored() {
+        let origin =
+            Origin::fixed(OriginReply::ok("swr").cache_control("max-age=0, stale-while-revalidate=60")).await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
 
-async fn stale_while_revalidate_without_validator_or_freshness_is_stored() {
-    let origin =
-        Origin::fixed(OriginReply::ok("swr").cache_control("max-age=0, stale-while-revalidate=60")).await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-
-    get(addr, "/swr0", &[]).await;
-    eventually("the object stored", || proxy.cache_usage().keys >= 1).await;
-    let second = get(addr, "/swr0", &[]).await;
-    assert_eq!(second.cache(), "STALE");
-    assert_eq!(second.body, "swr");
+        get(addr, "/swr0", &[]).await;
+        eventually("the object stored", || proxy.cache_usage().keys >= 1).await;
+        let second = get(addr, "/swr0", &[]).await;
+        assert_eq!(second.cache(), "STALE");
+        assert_eq!(second.body, "swr");
+    }
 }
 
 /// Paths and the `Cache-Control` each stores; every object has an `ETag`, so it is kept
@@ -166,131 +170,137 @@ fn object_origin() -> impl Fn(&http::Request<bytes::Bytes>) -> OriginReply + Sen
     }
 }
 
-#[tokio::test]
-async fn origin_down_serves_stale_unless_forbidden() {
-    let origin = Origin::start(object_origin()).await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    let clock = shared_clock(&proxy, &origin);
-    for (path, _, _) in OBJECTS {
-        assert_eq!(get(addr, path, &[]).await.cache(), "MISS", "{path}");
-    }
-    origin.stop().await;
-    // Wait just past the one second of freshness.
-    clock.advance(PAST_ONE_SECOND);
+support::modes! {
+    differs_with_policy = "the builtin vcl_backend_response makes Cache-Control no-cache/private (also qualified) hit-for-miss; natively no-cache with a validator is stored and revalidated, qualified forms strip their fields";
+    async fn origin_down_serves_stale_unless_forbidden() {
+        let origin = Origin::start(object_origin()).await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let clock = shared_clock(&proxy, &origin);
+        for (path, _, _) in OBJECTS {
+            assert_eq!(get(addr, path, &[]).await.cache(), "MISS", "{path}");
+        }
+        origin.stop().await;
+        // Wait just past the one second of freshness.
+        clock.advance(PAST_ONE_SECOND);
 
-    for &(path, _, stale_ok) in OBJECTS {
-        let reply = get(addr, path, &[]).await;
-        if stale_ok {
-            assert_eq!(reply.status, 200, "{path}");
-            assert_eq!(reply.cache(), "STALE", "{path}");
-            assert_eq!(reply.text(), format!("stored {path}"));
-        } else {
-            assert_eq!(reply.status, 503, "{path}: origin down, stale forbidden");
-            assert_ne!(reply.text(), format!("stored {path}"), "{path}");
+        for &(path, _, stale_ok) in OBJECTS {
+            let reply = get(addr, path, &[]).await;
+            if stale_ok {
+                assert_eq!(reply.status, 200, "{path}");
+                assert_eq!(reply.cache(), "STALE", "{path}");
+                assert_eq!(reply.text(), format!("stored {path}"));
+            } else {
+                assert_eq!(reply.status, 503, "{path}: origin down, stale forbidden");
+                assert_ne!(reply.text(), format!("stored {path}"), "{path}");
+            }
         }
     }
 }
 
-#[tokio::test]
-async fn zero_grace_serves_stale_only_with_stale_if_error() {
-    let origin = Origin::start(object_origin()).await;
-    let (proxy, addr) = start_proxy(origin.addr, |config| config.grace = Duration::ZERO).await;
-    let clock = shared_clock(&proxy, &origin);
-    for path in ["/sie", "/grace"] {
-        get(addr, path, &[]).await;
-    }
-    origin.stop().await;
-    // Wait just past the one second of freshness.
-    clock.advance(PAST_ONE_SECOND);
+support::modes! {
+    async fn zero_grace_serves_stale_only_with_stale_if_error() {
+        let origin = Origin::start(object_origin()).await;
+        let (proxy, addr) = start_proxy(origin.addr, |config| config.grace = Duration::ZERO).await;
+        let clock = shared_clock(&proxy, &origin);
+        for path in ["/sie", "/grace"] {
+            get(addr, path, &[]).await;
+        }
+        origin.stop().await;
+        // Wait just past the one second of freshness.
+        clock.advance(PAST_ONE_SECOND);
 
-    let sie = get(addr, "/sie", &[]).await;
-    assert_eq!((sie.status.as_u16(), sie.cache()), (200, "STALE"));
-    let grace = get(addr, "/grace", &[]).await;
-    assert_eq!(grace.status, 503, "no stale-if-error and no grace: the error");
+        let sie = get(addr, "/sie", &[]).await;
+        assert_eq!((sie.status.as_u16(), sie.cache()), (200, "STALE"));
+        let grace = get(addr, "/grace", &[]).await;
+        assert_eq!(grace.status, 503, "no stale-if-error and no grace: the error");
+    }
 }
 
-#[tokio::test]
-async fn origin_errors_and_timeouts_serve_stale_unless_forbidden() {
-    let failing = Arc::new(AtomicBool::new(false));
-    let slow = Arc::new(AtomicBool::new(false));
-    let (f, s) = (failing.clone(), slow.clone());
-    let origin = Origin::start(move |request| {
-        if f.load(Ordering::SeqCst) {
-            return OriginReply::with_status(500, "origin broke");
-        }
-        let reply = OriginReply::ok(format!("stored {}", request.uri().path())).header("etag", "\"e\"");
-        let reply = match request.uri().path() {
-            "/strict" => reply.cache_control("max-age=0, must-revalidate, stale-if-error=60"),
-            _ => reply.cache_control("max-age=0, stale-if-error=60"),
-        };
-        if s.load(Ordering::SeqCst) {
-            reply.delay(Duration::from_secs(5))
-        } else {
-            reply
-        }
-    })
-    .await;
-    let (_proxy, addr) = start_proxy(origin.addr, |config| {
-        config.grace = Duration::ZERO;
-        // The backend's head budget is connect + first-byte timeout.
-        config.timeouts.connect = Duration::from_millis(200);
-        config.timeouts.first_byte = Duration::from_millis(300);
-    })
-    .await;
-    get(addr, "/lenient", &[]).await;
-    get(addr, "/strict", &[]).await;
+support::modes! {
+    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
+    async fn origin_errors_and_timeouts_serve_stale_unless_forbidden() {
+        let failing = Arc::new(AtomicBool::new(false));
+        let slow = Arc::new(AtomicBool::new(false));
+        let (f, s) = (failing.clone(), slow.clone());
+        let origin = Origin::start(move |request| {
+            if f.load(Ordering::SeqCst) {
+                return OriginReply::with_status(500, "origin broke");
+            }
+            let reply = OriginReply::ok(format!("stored {}", request.uri().path())).header("etag", "\"e\"");
+            let reply = match request.uri().path() {
+                "/strict" => reply.cache_control("max-age=0, must-revalidate, stale-if-error=60"),
+                _ => reply.cache_control("max-age=0, stale-if-error=60"),
+            };
+            if s.load(Ordering::SeqCst) {
+                reply.delay(Duration::from_secs(5))
+            } else {
+                reply
+            }
+        })
+        .await;
+        let (_proxy, addr) = start_proxy(origin.addr, |config| {
+            config.grace = Duration::ZERO;
+            // The backend's head budget is connect + first-byte timeout.
+            config.timeouts.connect = Duration::from_millis(200);
+            config.timeouts.first_byte = Duration::from_millis(300);
+        })
+        .await;
+        get(addr, "/lenient", &[]).await;
+        get(addr, "/strict", &[]).await;
 
-    // A 500 from the origin (RFC 5861 §4).
-    failing.store(true, Ordering::SeqCst);
-    let reply = get(addr, "/lenient", &[]).await;
-    assert_eq!((reply.status.as_u16(), reply.cache()), (200, "STALE"));
-    assert_eq!(reply.body, "stored /lenient");
-    let reply = get(addr, "/strict", &[]).await;
-    assert_eq!(
-        reply.status, 500,
-        "must-revalidate: the origin's error is relayed"
-    );
-    assert_eq!(reply.body, "origin broke");
+        // A 500 from the origin (RFC 5861 §4).
+        failing.store(true, Ordering::SeqCst);
+        let reply = get(addr, "/lenient", &[]).await;
+        assert_eq!((reply.status.as_u16(), reply.cache()), (200, "STALE"));
+        assert_eq!(reply.body, "stored /lenient");
+        let reply = get(addr, "/strict", &[]).await;
+        assert_eq!(
+            reply.status, 500,
+            "must-revalidate: the origin's error is relayed"
+        );
+        assert_eq!(reply.body, "origin broke");
 
-    // No response head within the first-byte timeout.
-    failing.store(false, Ordering::SeqCst);
-    slow.store(true, Ordering::SeqCst);
-    let reply = get(addr, "/lenient", &[]).await;
-    assert_eq!((reply.status.as_u16(), reply.cache()), (200, "STALE"));
-    let reply = get(addr, "/strict", &[]).await;
-    assert_eq!(
-        reply.status, 504,
-        "must-revalidate: a timeout is a 504, not stale content"
-    );
-    assert_eq!(origin.requests(), 6);
+        // No response head within the first-byte timeout.
+        failing.store(false, Ordering::SeqCst);
+        slow.store(true, Ordering::SeqCst);
+        let reply = get(addr, "/lenient", &[]).await;
+        assert_eq!((reply.status.as_u16(), reply.cache()), (200, "STALE"));
+        let reply = get(addr, "/strict", &[]).await;
+        assert_eq!(
+            reply.status, 504,
+            "must-revalidate: a timeout is a 504, not stale content"
+        );
+        assert_eq!(origin.requests(), 6);
+    }
 }
 
-#[tokio::test]
-async fn stale_while_revalidate_is_not_used_when_the_response_forbids_stale() {
-    let fetches = Arc::new(AtomicUsize::new(0));
-    let counter = fetches.clone();
-    let origin = Origin::start(move |request| {
-        let n = counter.fetch_add(1, Ordering::SeqCst);
-        let cache_control = match request.uri().path() {
-            "/mr" => "max-age=1, must-revalidate, stale-while-revalidate=60",
-            "/pr" => "max-age=1, proxy-revalidate, stale-while-revalidate=60",
-            _ => "s-maxage=1, stale-while-revalidate=60",
-        };
-        OriginReply::ok(format!("v{n}")).cache_control(cache_control)
-    })
-    .await;
-    let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-    let clock = shared_clock(&proxy, &origin);
-    let paths = ["/mr", "/pr", "/sm"];
-    for path in paths {
-        get(addr, path, &[]).await;
-    }
-    // Wait just past the one second of freshness.
-    clock.advance(PAST_ONE_SECOND);
-    for path in paths {
-        let reply = get(addr, path, &[]).await;
-        assert_ne!(reply.cache(), "STALE", "{path}");
-        assert_eq!(reply.cache(), "MISS", "{path}: fetched while the client waited");
-        assert_eq!(origin.requests_for(path), 2, "{path}");
+support::modes! {
+    async fn stale_while_revalidate_is_not_used_when_the_response_forbids_stale() {
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let counter = fetches.clone();
+        let origin = Origin::start(move |request| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            let cache_control = match request.uri().path() {
+                "/mr" => "max-age=1, must-revalidate, stale-while-revalidate=60",
+                "/pr" => "max-age=1, proxy-revalidate, stale-while-revalidate=60",
+                _ => "s-maxage=1, stale-while-revalidate=60",
+            };
+            OriginReply::ok(format!("v{n}")).cache_control(cache_control)
+        })
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let clock = shared_clock(&proxy, &origin);
+        let paths = ["/mr", "/pr", "/sm"];
+        for path in paths {
+            get(addr, path, &[]).await;
+        }
+        // Wait just past the one second of freshness.
+        clock.advance(PAST_ONE_SECOND);
+        for path in paths {
+            let reply = get(addr, path, &[]).await;
+            assert_ne!(reply.cache(), "STALE", "{path}");
+            assert_eq!(reply.cache(), "MISS", "{path}: fetched while the client waited");
+            assert_eq!(origin.requests_for(path), 2, "{path}");
+        }
     }
 }

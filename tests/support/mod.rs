@@ -10,6 +10,7 @@
 //! Each test file declares `mod support;`, so not every helper is used by every file.
 #![allow(dead_code)]
 
+pub mod plugins;
 pub mod proxy_protocol;
 pub mod tls;
 
@@ -529,9 +530,108 @@ pub fn write_policy(name: &str, text: &str) -> std::path::PathBuf {
     path
 }
 
+// === modes ===
+
+/// How [`start_proxy`] runs edgecache for a test that sets no policy of its own. The RFC 9111
+/// suite runs each of its tests in every mode ([`modes!`]) and expects the same results: a
+/// policy that changes nothing changes no caching rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// No policy: the builtin behaviour, natively.
+    Native,
+    /// `-f examples/default.vcl`, the builtin behaviour spelled out (its backend pointed at the
+    /// test's origin).
+    DefaultVcl,
+    /// A policy that declares only a backend.
+    BackendOnly,
+}
+
+thread_local! {
+    static MODE: std::cell::Cell<Mode> = const { std::cell::Cell::new(Mode::Native) };
+}
+
+impl Mode {
+    /// Makes this the mode of the proxies the current test starts (its thread's).
+    pub fn enter(self) {
+        MODE.with(|mode| mode.set(self));
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Native => "native",
+            Mode::DefaultVcl => "default-vcl",
+            Mode::BackendOnly => "backend-only",
+        }
+    }
+
+    /// The policy text for a proxy in front of `backend`, `None` without one.
+    fn policy(self, backend: SocketAddr) -> Option<String> {
+        let declared = format!(
+            "backend default {{\n    .host = \"{}\";\n    .port = \"{}\";\n}}",
+            backend.ip(),
+            backend.port()
+        );
+        match self {
+            Mode::Native => None,
+            Mode::DefaultVcl => {
+                let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/default.vcl");
+                let text = std::fs::read_to_string(path).expect("examples/default.vcl");
+                let example = "backend default {\n    .host = \"127.0.0.1\";\n    .port = \"8080\";\n}";
+                assert!(text.contains(example), "examples/default.vcl declares {example}");
+                Some(text.replacen(example, &declared, 1))
+            }
+            Mode::BackendOnly => Some(format!("vcl 4.1;\n\n{declared}\n")),
+        }
+    }
+}
+
+/// Defines a test, `async fn NAME() { ... }`, as a module `NAME` of three tokio tests, one per
+/// [`Mode`]: `NAME::native`, `NAME::default_vcl`, `NAME::backend_only`. A test preceded by
+/// `differs_with_policy = "why";` is a known difference still to remove: its two policy modes
+/// are `#[ignore]`d with that reason (`cargo test -- --ignored` runs them).
+#[allow(unused_macros)]
+macro_rules! modes {
+    (differs_with_policy = $why:literal; $(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        crate::support::modes!(@define [#[ignore = $why]] $(#[$meta])* async fn $name() $body);
+    };
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        crate::support::modes!(@define [] $(#[$meta])* async fn $name() $body);
+    };
+    (@define [$($policy:tt)*] $(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test]
+            async fn native() {
+                crate::support::Mode::Native.enter();
+                $body
+            }
+
+            #[tokio::test]
+            $($policy)*
+            async fn default_vcl() {
+                crate::support::Mode::DefaultVcl.enter();
+                $body
+            }
+
+            #[tokio::test]
+            $($policy)*
+            async fn backend_only() {
+                crate::support::Mode::BackendOnly.enter();
+                $body
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use modes;
+
 // === proxy ===
 
 /// Starts edgecache on `127.0.0.1:0` in front of `backend`, after `tweak` adjusts the defaults.
+/// When `tweak` sets no policy, the test's [`Mode`] may give it one.
 pub async fn start_proxy(backend: SocketAddr, tweak: impl FnOnce(&mut Config)) -> (Running, SocketAddr) {
     trace_init();
     let mut config = Config {
@@ -540,6 +640,10 @@ pub async fn start_proxy(backend: SocketAddr, tweak: impl FnOnce(&mut Config)) -
         ..Config::default()
     };
     tweak(&mut config);
+    if config.policy.is_none() {
+        let mode = MODE.with(std::cell::Cell::get);
+        config.policy = mode.policy(backend).map(|text| write_policy(mode.name(), &text));
+    }
     let running = edgecache_runtime::start(config).await.expect("edgecache starts");
     let addr = running.listen_addrs()[0];
     (running, addr)

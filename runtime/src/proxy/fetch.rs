@@ -244,7 +244,7 @@ pub(super) async fn post(route: Route<'_>, request: &Parts, body: OutgoingBody) 
         Ok(response) => response,
         Err(failed) => return failure(failed, shared.show_backend_errors),
     };
-    invalidate::after(shared, route.client.ip(), request, &response);
+    invalidate::after(route, request, &response);
     let reusable = invalidate::effective_uri(request).is_some_and(|(_, target)| {
         let directives = ResponseDirectives::from_headers(response.headers(), shared.targeted());
         storable::post_reusable_for_get(&target, response.headers(), &directives)

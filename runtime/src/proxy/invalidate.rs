@@ -3,19 +3,20 @@
 //! `Content-Location`, when `--invalidate-on-unsafe` lets this client invalidate. The rules
 //! are `cache::rules::invalidate`'s; this applies them to the cache.
 
-use std::net::IpAddr;
-
-use http::header;
+use http::header::{self, HeaderValue};
 use http::request::Parts;
-use http::{Response, Uri};
+use http::{Method, Response, Uri};
+use policy_lang::Sub;
 
-use super::Shared;
+use super::route::Route;
+use super::vcl::{self, ClientSession};
 use crate::cache::key::CacheKey;
 use crate::cache::rules::invalidate;
 
-/// Invalidates what `response` to the client's `request` makes stale.
-pub(super) fn after<B>(shared: &Shared, client: IpAddr, request: &Parts, response: &Response<B>) {
-    if !invalidate::is_unsafe(&request.method) || !shared.may_invalidate(client) {
+/// Invalidates what `response` to the client's `request` (on `route`) makes stale.
+pub(super) fn after<B>(route: Route<'_>, request: &Parts, response: &Response<B>) {
+    let shared = route.shared;
+    if !invalidate::is_unsafe(&request.method) || !shared.may_invalidate(route.client.ip()) {
         return;
     }
     let Some((host, absolute)) = effective_uri(request) else {
@@ -26,11 +27,42 @@ pub(super) fn after<B>(shared: &Shared, client: IpAddr, request: &Parts, respons
     for uri in targets {
         let host = uri.authority().map_or(host, |a| a.as_str());
         let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
-        let key = CacheKey::from_host_and_target(host, target);
+        let key = stored_under(route, request, host, target);
         shared.cache.store.purge(&key);
         shared.cache.coalescer.clear_hit_for_pass(&key);
         tracing::debug!(%uri, method = %request.method, "invalidated");
     }
+}
+
+/// The key a GET of `target` on `host` is stored under: what the policy's `vcl_hash` makes of
+/// it (run on a copy of `request` with that URL and `Host`, as a lookup would), or the
+/// builtin key (host and target) without one. So invalidation finds what a policy such as
+/// `examples/default.vcl`, whose `vcl_hash` hashes the URL before the host, stored.
+fn stored_under(route: Route<'_>, request: &Parts, host: &str, target: &str) -> CacheKey {
+    let program = route
+        .version
+        .policy
+        .as_ref()
+        .filter(|program| program.has_sub(Sub::Hash));
+    let (Some(program), Ok(uri), Ok(host_value)) =
+        (program, target.parse::<Uri>(), HeaderValue::from_str(host))
+    else {
+        return CacheKey::from_host_and_target(host, target);
+    };
+    let mut lookup = request.clone();
+    lookup.method = Method::GET;
+    lookup.uri = uri;
+    lookup.headers.insert(header::HOST, host_value);
+    let xid = request.extensions.get::<vcl::Xid>().map_or(0, |xid| xid.0);
+    let mut session = ClientSession::new(
+        lookup,
+        route.client,
+        route.version,
+        xid,
+        route.shared.cache.clone(),
+    );
+    program.run(Sub::Hash, &mut session);
+    CacheKey::from_hash_data(&session.hash)
 }
 
 /// The request's host and its effective request URI (RFC 9110 §7.1), `http://HOST/path?query`,

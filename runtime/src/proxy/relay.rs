@@ -52,7 +52,7 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
             Ok(response) => response,
             Err(failed) => return failure(failed, shared.show_backend_errors),
         };
-        invalidate::after(shared, client.ip(), parts, &response);
+        invalidate::after(route, parts, &response);
         let (mut head, body) = response.into_parts();
         if let Some(program) = version.policy_defining(Sub::BackendResponse) {
             let mut request = parts.clone();
