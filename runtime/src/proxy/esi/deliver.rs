@@ -14,14 +14,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::{Method, Response, StatusCode};
-use http_body::{Body, Frame};
-use http_body_util::BodyExt;
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::mpsc;
 
 use super::super::gzip;
@@ -95,7 +94,12 @@ pub(in crate::proxy) fn assemble(response: Response<ProxyBody>, assembly: Assemb
             let _ = sender.send(Err(aborted.into())).await;
         }
     });
-    Response::from_parts(parts, ProxyBody::stream(Assembled(receiver)))
+    // The body is what the assembly task sends.
+    let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let next = receiver.recv().await?;
+        Some((next.map(Frame::data), receiver))
+    });
+    Response::from_parts(parts, ProxyBody::stream(StreamBody::new(frames)))
 }
 
 /// How sending an include's body ended.
@@ -256,22 +260,5 @@ async fn forward(mut body: ProxyBody, out: &Sender) -> Forwarded {
         if out.send(Ok(data)).await.is_err() {
             return Forwarded::ClientLeft;
         }
-    }
-}
-
-/// The assembled body, as the assembly task sends it.
-struct Assembled(mpsc::Receiver<Result<Bytes, BoxError>>);
-
-impl Body for Assembled {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|next| next.map(|data| data.map(Frame::data)))
     }
 }
