@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use std::borrow::Cow;
 
 use http::HeaderName;
-use policy_lang::{BackendId, BanExpr, Context, Program, Scope, Sub, Value, Var};
+use policy_lang::{BackendId, BanExpr, Context, Program, Scope, Sub, Task, Value, Var};
 
 use crate::backend::{Backend, Roots, TlsOptions};
 use crate::config::{BackendTimeouts, Config};
@@ -131,6 +131,12 @@ impl Version {
     /// healthy it picks as if all were, so the fetch fails on a named backend as in Varnish. A
     /// declared backend is returned as is.
     pub fn pick(&self, hint: Option<BackendId>) -> &Backend {
+        self.pick_for_task(hint, None)
+    }
+
+    /// [`Version::pick`] for a backend request whose `task` holds what its subs changed in
+    /// shard parameter sets (`p.set(...)`), which a lazy shard pick reads.
+    pub fn pick_for_task(&self, hint: Option<BackendId>, task: Option<&Task>) -> &Backend {
         let Some(program) = self.policy.as_ref() else {
             return self.default_backend();
         };
@@ -141,6 +147,7 @@ impl Version {
             backends: &self.backends,
             left_out: None,
             all_healthy: false,
+            task,
         };
         let any = Picking {
             all_healthy: true,
@@ -161,6 +168,7 @@ impl Version {
             backends: &self.backends,
             left_out: Some(failed),
             all_healthy: false,
+            task: None,
         };
         let id = program.resolve_backend(hint, &healthy)?;
         (id != failed).then(|| self.backends.get(id.index())).flatten()
@@ -321,9 +329,15 @@ struct Picking<'a> {
     left_out: Option<BackendId>,
     /// Every backend counts as healthy (the last resort when none is).
     all_healthy: bool,
+    /// The backend request's task (its shard parameter sets), when picking for one.
+    task: Option<&'a Task>,
 }
 
 impl Context for Picking<'_> {
+    fn task(&self) -> Option<&Task> {
+        self.task
+    }
+
     fn healthy(&self, backend: BackendId) -> bool {
         self.left_out != Some(backend)
             && (self.all_healthy || self.backends.get(backend.index()).is_some_and(Backend::healthy))

@@ -36,6 +36,8 @@ pub(crate) enum SymKind {
     Sub(usize),
     Director(usize, DirectorKind),
     Plugin(usize),
+    /// `new p = directors.shard_param();`
+    ShardParam(usize),
 }
 
 impl SymKind {
@@ -47,6 +49,7 @@ impl SymKind {
             SymKind::Sub(_) => "sub",
             SymKind::Director(..) => "director",
             SymKind::Plugin(_) => "plugin",
+            SymKind::ShardParam(_) => "shard parameter set",
         }
     }
 }
@@ -321,6 +324,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
             }
         }
     }
+    let mut shard_params = 0;
     for i in init_subs {
         for def in &subs[i].defs {
             for st in &def.body {
@@ -328,6 +332,12 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
                     let ExprKind::Call { func, .. } = &ctor.kind else {
                         continue;
                     };
+                    if func.name == "directors.shard_param" {
+                        if syms.define(sink, &name.name, name.span, SymKind::ShardParam(shard_params)) {
+                            shard_params += 1;
+                        }
+                        continue;
+                    }
                     let Some(kind) = DirectorKind::from_constructor(&func.name) else {
                         sink.push(unknown_director(&func.name, func.span));
                         continue;
@@ -425,6 +435,8 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
     configure_shards(init.shard, &mut directors, member_of);
     let (req_body_limit, rolls_back, rolls_back_bereq) =
         (init.req_body_limit, init.rolls_back, init.rolls_back_bereq);
+    let mut shard_param_defaults = init.shard_params;
+    shard_param_defaults.resize(shard_params, Default::default());
 
     if sink.has_errors() {
         return None;
@@ -467,10 +479,12 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         methods,
         user_methods,
         builtin_recv,
-        task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var"),
+        // A shard parameter set changed on the backend side lives in the backend task.
+        task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var") || shard_params > 0,
         req_body_limit,
         rolls_back,
         rolls_back_bereq,
+        shard_params: shard_param_defaults,
     })
 }
 
@@ -513,6 +527,7 @@ fn configure_shards(
                         shard.reconfigure(replicas);
                     }
                     ShardOp::Warmup(p) => shard.warmup = p,
+                    ShardOp::Associate(param) => shard.associated = param,
                     ShardOp::Rampup(d) => shard.rampup = d,
                     _ => {}
                 }

@@ -32,6 +32,8 @@ pub struct Program {
     pub(crate) req_body_limit: Option<u64>,
     pub(crate) rolls_back: bool,
     pub(crate) rolls_back_bereq: bool,
+    /// The `directors.shard_param()` sets as `vcl_init` leaves them, by id.
+    pub(crate) shard_params: Vec<crate::tree::shard::ShardParams>,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<Diagnostics>,
     /// `var.global_set` / `var.global_get`: strings every request of this policy shares.
@@ -147,6 +149,13 @@ impl Program {
         self.rolls_back_bereq
     }
 
+    /// Whether the policy makes `directors.shard_param()` sets, which a backend request's
+    /// `p.set(...)` changes: a lazy shard pick is then made with its task
+    /// ([`Context::task`](crate::Context::task)).
+    pub fn has_shard_params(&self) -> bool {
+        !self.shard_params.is_empty()
+    }
+
     /// Every file read (entry first, then includes), for the reload watcher.
     pub fn sources(&self) -> &[String] {
         &self.sources
@@ -184,6 +193,7 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         req_body_limit: checked.req_body_limit,
         rolls_back: checked.rolls_back,
         rolls_back_bereq: checked.rolls_back_bereq,
+        shard_params: checked.shard_params,
         sources,
         warnings: None,
         globals: Mutex::default(),

@@ -105,7 +105,8 @@ pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn C
         // edgecache reads VCL 4.0 and 4.1, and runs both as 4.1.
         Func::Syntax => Value::Bool(arg(0).as_real().is_some_and(|v| v <= 4.1 + f64::EPSILON)),
         Func::BanError => Value::Str(Cow::Borrowed(ctx.task().map_or("", |t| t.ban_error.as_str()))),
-        Func::Accepted | Func::Rollback => Value::Unset,
+        Func::Accepted | Func::Rollback | Func::ShardParamSet(_) | Func::ShardParamClear(_) => Value::Unset,
+        Func::ShardParamGet(set, field) => p.shard_param_get(set, field, ctx),
         Func::Port(var) => Value::Int(ctx.port(var)),
         Func::Purge(f) => Value::Int(ctx.purge_hash(f == PurgeFn::Soft)),
         Func::H2Is => Value::Bool(ctx.get(Var::ReqProto).as_str() == Some("HTTP/2.0")),

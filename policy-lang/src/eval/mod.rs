@@ -20,6 +20,7 @@ pub(crate) mod vmods;
 
 use context::OwnTask;
 pub use context::{Context, PluginOutcome};
+pub(crate) use shard::{blob_key, MAX_SHARD_PARAMS};
 pub use vmods::Task;
 
 use std::borrow::Cow;
@@ -402,6 +403,7 @@ impl Program {
                 Value::Backend(Some(self.director_value(*d, key)))
             }
             Expr::Shard(pick) => self.shard_value(pick, ctx),
+            Expr::ShardParam(_) => Value::Unset,
         }
     }
 

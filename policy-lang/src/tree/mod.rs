@@ -44,6 +44,8 @@ pub(crate) struct Checked {
     pub rolls_back: bool,
     /// Whether `std.rollback(bereq)` is called.
     pub rolls_back_bereq: bool,
+    /// The `directors.shard_param()` sets as `vcl_init` leaves them, by id.
+    pub shard_params: Vec<shard::ShardParams>,
 }
 
 /// Built-in functions that return a value.
@@ -109,6 +111,14 @@ pub(crate) enum Func {
     H2Is,
     /// `unix.*` (Varnish's vmod_unix): the peer's credentials on a Unix socket listener.
     Unix(UnixFn),
+    /// `p.set(...)` of shard parameter set `p` on the backend side or in `vcl_pipe`: for this
+    /// backend request only (the arguments as `.backend()`'s: by, key, key_blob, alt, warmup,
+    /// rampup, healthy).
+    ShardParamSet(usize),
+    /// `p.clear()` there: back to what `vcl_init` left.
+    ShardParamClear(usize),
+    /// `p.get_by()`, `p.get_key()`, ...: what a shard director using set `p` would use.
+    ShardParamGet(usize, shard::ParamField),
     /// `std.timed_call(SUB)`: the seconds the sub took, which [`Stmt::Timed`] measured; the
     /// argument counts the statement's timings from the last (1 is the last).
     TimedCall,
@@ -129,7 +139,7 @@ impl Func {
             Func::Var(f) => matches!(f, VarFn::Set(_) | VarFn::GlobalSet | VarFn::Clear),
             Func::Header(f) => f != HeaderFn::Get,
             Func::Bodyaccess(f) => matches!(f, BodyFn::Hash | BodyFn::Log),
-            Func::Accepted | Func::Rollback => true,
+            Func::Accepted | Func::Rollback | Func::ShardParamSet(_) | Func::ShardParamClear(_) => true,
             _ => false,
         }
     }
@@ -267,6 +277,8 @@ pub(crate) enum Expr {
     Director(usize, Option<Box<Expr>>),
     /// `shard.backend(...)`.
     Shard(Box<shard::ShardPick>),
+    /// `p.use()` of shard parameter set `p`: only ever a `param` argument, taken apart there.
+    ShardParam(usize),
 }
 
 #[derive(Debug)]

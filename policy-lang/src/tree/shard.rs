@@ -73,6 +73,8 @@ pub(crate) struct Shard {
     pub warmup: f64,
     /// `set_rampup`: how long a backend that just turned healthy takes to get its full share.
     pub rampup: f64,
+    /// `associate(p.use())`: the `directors.shard_param()` set its picks take defaults from.
+    pub associated: Option<usize>,
     queued: Vec<ShardChange>,
 }
 
@@ -177,6 +179,55 @@ pub(crate) struct ShardPick {
     pub healthy: ShardHealthy,
     /// `resolve=LAZY` (the default in `vcl_init`): the director, picking when the fetch starts.
     pub lazy: bool,
+    /// `param=p.use()`: the parameter set for what is not given (else the director's
+    /// `associate`d one).
+    pub param: Option<usize>,
+    /// Which arguments were given ([`GIVEN_BY`], ...): they win over a parameter set's.
+    pub given: u8,
+}
+
+/// `by` (with its `key` / `key_blob`) was given to `.backend()`.
+pub(crate) const GIVEN_BY: u8 = 1;
+pub(crate) const GIVEN_ALT: u8 = 2;
+pub(crate) const GIVEN_WARMUP: u8 = 4;
+pub(crate) const GIVEN_RAMPUP: u8 = 8;
+pub(crate) const GIVEN_HEALTHY: u8 = 16;
+
+/// What `p.get_by()`, `p.get_key()`, ... read of a parameter set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParamField {
+    By,
+    Key,
+    Alt,
+    Warmup,
+    Rampup,
+    Healthy,
+}
+
+/// A `directors.shard_param()` set: the `.backend()` arguments it gives, `None` where it gives
+/// none (the `.backend()` default then applies). `key` is `key`, or `key_blob`'s key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ShardParams {
+    pub by: Option<ShardBy>,
+    pub key: Option<u32>,
+    pub alt: Option<u32>,
+    pub warmup: Option<f64>,
+    pub rampup: Option<bool>,
+    pub healthy: Option<ShardHealthy>,
+}
+
+impl ShardParams {
+    /// These, with what `over` sets instead (`set` keeps what it does not name).
+    pub fn merged(&self, over: &ShardParams) -> ShardParams {
+        ShardParams {
+            by: over.by.or(self.by),
+            key: over.key.or(self.key),
+            alt: over.alt.or(self.alt),
+            warmup: over.warmup.or(self.warmup),
+            rampup: over.rampup.or(self.rampup),
+            healthy: over.healthy.or(self.healthy),
+        }
+    }
 }
 
 /// `by=`: how the key is found.
@@ -186,6 +237,46 @@ pub(crate) enum ShardBy {
     Url,
     Key,
     Blob,
+}
+
+impl ShardBy {
+    /// The ENUM word (`by=URL`); an unknown word is the default, HASH.
+    pub fn from_word(word: &str) -> ShardBy {
+        match word {
+            "URL" => ShardBy::Url,
+            "KEY" => ShardBy::Key,
+            "BLOB" => ShardBy::Blob,
+            _ => ShardBy::Hash,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            ShardBy::Hash => "HASH",
+            ShardBy::Url => "URL",
+            ShardBy::Key => "KEY",
+            ShardBy::Blob => "BLOB",
+        }
+    }
+}
+
+impl ShardHealthy {
+    /// The ENUM word (`healthy=ALL`); an unknown word is the default, CHOSEN.
+    pub fn from_word(word: &str) -> ShardHealthy {
+        match word {
+            "IGNORE" => ShardHealthy::Ignore,
+            "ALL" => ShardHealthy::All,
+            _ => ShardHealthy::Chosen,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            ShardHealthy::Chosen => "CHOSEN",
+            ShardHealthy::Ignore => "IGNORE",
+            ShardHealthy::All => "ALL",
+        }
+    }
 }
 
 /// `healthy=`: which backends' health the walk looks at.

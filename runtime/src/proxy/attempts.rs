@@ -104,8 +104,10 @@ impl<'v> Attempts<'v> {
         *bereq.method_mut() = attempts.head.method.clone();
         *bereq.uri_mut() = attempts.head.uri.clone();
         *bereq.headers_mut() = attempts.head.headers.clone();
-        let backend = if chose_another {
-            version.pick(attempts.hint).clone()
+        // A shard parameter set `vcl_backend_fetch` changed may move a lazy shard pick.
+        let params = version.policy.as_ref().is_some_and(Program::has_shard_params);
+        let backend = if chose_another || params {
+            version.pick_for_task(attempts.hint, Some(&attempts.task)).clone()
         } else {
             backend.clone()
         };
@@ -226,7 +228,7 @@ impl<'v> Attempts<'v> {
     fn again(&mut self, backend: &mut Backend) -> Request<OutgoingBody> {
         self.retries += 1;
         self.vcl_backend_fetch(backend.name());
-        *backend = self.version.pick(self.hint).clone();
+        *backend = self.version.pick_for_task(self.hint, Some(&self.task)).clone();
         Request::from_parts(self.head.clone(), empty_body())
     }
 

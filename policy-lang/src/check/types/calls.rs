@@ -125,6 +125,9 @@ impl Lowerer<'_> {
             _ => {
                 // `obj.add_backend(...)` in vcl_init.
                 if let Some((obj, method)) = name.rsplit_once('.') {
+                    if let Some(SymKind::ShardParam(id)) = self.syms.get(obj) {
+                        return self.shard_param_stmt(id, method, func, args, e.span);
+                    }
                     if let Some(SymKind::Director(id, kind)) = self.syms.get(obj) {
                         if kind == DirectorKind::Shard {
                             return self.shard_stmt(id, method, func, args, e.span);
@@ -505,6 +508,9 @@ impl Lowerer<'_> {
         }
         // Methods: `<string>.lower()`, `<string>.upper()`, `<director>.backend()`.
         if let Some((recv, method)) = name.rsplit_once('.') {
+            if let Some(SymKind::ShardParam(id)) = self.syms.get(recv) {
+                return self.shard_param_value(id, method, func, args, span);
+            }
             if let Some(SymKind::Director(id, kind)) = self.syms.get(recv) {
                 if kind == DirectorKind::Shard {
                     return self.shard_value(id, method, func, args, span);

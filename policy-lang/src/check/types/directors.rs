@@ -25,6 +25,8 @@ pub(crate) struct InitCalls {
     pub req_body_limit: Option<u64>,
     pub rolls_back: bool,
     pub rolls_back_bereq: bool,
+    /// What `vcl_init`'s `p.set(...)` / `p.clear()` leave in each shard parameter set.
+    pub shard_params: Vec<crate::tree::shard::ShardParams>,
 }
 
 /// What `add_backend` adds: a backend, or another director (`d2.backend()`).

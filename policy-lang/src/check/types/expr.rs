@@ -223,6 +223,18 @@ impl Lowerer<'_> {
                 );
                 return E;
             }
+            Some(SymKind::ShardParam(_)) => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::TypeMismatch,
+                        span,
+                        format!("`{n}` is a shard parameter set, not a value"),
+                    )
+                    .label("a `directors.shard_param()` set")
+                    .hint(format!("give it to a shard director with `param={n}.use()`")),
+                );
+                return E;
+            }
             Some(SymKind::Sub(_)) => {
                 self.sink.push(
                     Diagnostic::new(Code::TypeMismatch, span, format!("`{n}` is a sub, not a value"))

@@ -7,7 +7,10 @@ use crate::ast::{self, Arg};
 use crate::check::funcs::{Param, Sig};
 use crate::check::ty::Ty;
 use crate::diagnostics::{Code, Diagnostic, Span};
-use crate::tree::shard::{ShardBy, ShardHealthy, ShardPick, DEFAULT_REPLICAS};
+use crate::tree::shard::{
+    ParamField, ShardBy, ShardHealthy, ShardParams, ShardPick, DEFAULT_REPLICAS, GIVEN_ALT, GIVEN_BY,
+    GIVEN_HEALTHY, GIVEN_RAMPUP, GIVEN_WARMUP,
+};
 use crate::tree::{fold, Expr, Func, Stmt};
 use crate::vocab::sub::mask;
 use crate::vocab::{Value, Var};
@@ -34,6 +37,8 @@ pub(crate) enum ShardOp {
     Reconfigure(u32),
     Warmup(f64),
     Rampup(f64),
+    /// `associate(p.use())`, or `associate()` to clear.
+    Associate(Option<usize>),
 }
 
 const fn param(name: &'static str, ty: Ty) -> Param {
@@ -88,6 +93,23 @@ const BACKEND: Sig = method(
         param("resolve", Ty::Enum(&["NOW", "LAZY"])),
     ],
 );
+const ASSOCIATE: Sig = method("xshard.associate", &[param("param", Ty::Blob)]);
+/// `xshard_param.set(...)`: `.backend()`'s arguments without `param` and `resolve`.
+const PARAM_SET: Sig = method(
+    "xshard_param.set",
+    &[
+        param("by", Ty::Enum(&["HASH", "URL", "KEY", "BLOB"])),
+        param("key", Ty::Int),
+        param("key_blob", Ty::Blob),
+        param("alt", Ty::Int),
+        param("warmup", Ty::Real),
+        param("rampup", Ty::Bool),
+        param("healthy", Ty::Enum(&["CHOSEN", "IGNORE", "ALL"])),
+    ],
+);
+/// Where a parameter set may be used: vmod_directors' `$Restrict vcl_pipe backend housekeeping`.
+const PARAM_SUBS: u16 = mask::PIPE | mask::BACKEND | mask::INIT | mask::FINI;
+
 const KEY: Sig = Sig {
     name: "xshard.key",
     func: Func::ShardKey,
@@ -118,18 +140,7 @@ impl Lowerer<'_> {
             "set_warmup" => &SET_WARMUP,
             "set_rampup" => &SET_RAMPUP,
             "debug" => &DEBUG,
-            "associate" => {
-                self.sink.push(
-                    Diagnostic::new(
-                        Code::Unsupported,
-                        func.span,
-                        "`associate` (a `directors.shard_param()` set) is not supported",
-                    )
-                    .label("parameter sets are not available")
-                    .hint("give `by`, `key`, `alt`, `healthy`, ... to `.backend()` itself"),
-                );
-                return None;
-            }
+            "associate" => &ASSOCIATE,
             "backend" | "key" => {
                 // Evaluated for nothing, as Varnish allows.
                 let (x, t) = self.shard_value(director, method, func, args, span);
@@ -230,6 +241,7 @@ impl Lowerer<'_> {
                     .unwrap_or(0.0)
                     .max(0.0),
             ),
+            "associate" => ShardOp::Associate(self.param_use(arg(), func.span)?),
             // `debug` only changes what Varnish logs.
             _ => return None,
         };
@@ -273,18 +285,20 @@ impl Lowerer<'_> {
             Expr::Const(Value::Str(s)) => Some(s.to_string()),
             _ => None,
         };
-        if !matches!(param, Expr::Const(Value::Unset)) {
-            self.sink.push(
-                Diagnostic::new(
-                    Code::Unsupported,
-                    func.span,
-                    "`param` (a `directors.shard_param()` set) is not supported",
-                )
-                .label("parameter sets are not available")
-                .hint("give `by`, `key`, `alt`, `healthy`, ... to `.backend()` itself"),
-            );
+        let Some(param) = self.param_use(Some(param), func.span) else {
             return E;
-        }
+        };
+        let unset = |e: &Expr| matches!(e, Expr::Const(Value::Unset));
+        let given = [
+            (word(&by).is_some(), GIVEN_BY),
+            (!unset(&alt), GIVEN_ALT),
+            (!unset(&warmup), GIVEN_WARMUP),
+            (!unset(&rampup), GIVEN_RAMPUP),
+            (word(&healthy).is_some(), GIVEN_HEALTHY),
+        ]
+        .iter()
+        .filter(|(is, _)| *is)
+        .fold(0, |flags, (_, flag)| flags | flag);
         let by = match word(&by).as_deref() {
             Some("URL") => ShardBy::Url,
             Some("KEY") => ShardBy::Key,
@@ -356,8 +370,175 @@ impl Lowerer<'_> {
             rampup,
             healthy,
             lazy,
+            param,
+            given,
         };
         (Expr::Shard(Box::new(pick)), Ty::Backend)
+    }
+
+    /// A `param` argument (of `.backend()` or `.associate()`): `p.use()` of a parameter set,
+    /// or nothing (`Some(None)`); `None` after reporting anything else.
+    fn param_use(&mut self, e: Option<Expr>, span: Span) -> Option<Option<usize>> {
+        match e {
+            None | Some(Expr::Const(Value::Unset)) => Some(None),
+            Some(Expr::ShardParam(id)) => Some(Some(id)),
+            Some(_) => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::BadArguments,
+                        span,
+                        "`param` takes a parameter set's `.use()`",
+                    )
+                    .label("not a `directors.shard_param()` set")
+                    .hint("e.g. `vd.associate(p.use());` after `new p = directors.shard_param();`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `p.set(...)` / `p.clear()` of a `directors.shard_param()` set as statements: in
+    /// `vcl_init` they change the set's defaults (constants, as the ring's configuration is);
+    /// on the backend side and in `vcl_pipe` the set of this backend request only.
+    pub(super) fn shard_param_stmt(
+        &mut self,
+        id: usize,
+        method: &str,
+        func: &ast::Ident,
+        args: &[Arg],
+        span: Span,
+    ) -> Option<Stmt> {
+        if !matches!(method, "set" | "clear") {
+            let (x, t) = self.shard_param_value(id, method, func, args, span);
+            return (t != Ty::Err).then_some(Stmt::Eval(x));
+        }
+        let what = format!("`{}`", func.name);
+        // vmod_directors: "Parameter sets cannot be used in client context except for vcl_pipe".
+        if !self.scope_check(PARAM_SUBS, func.span, &what, "available", Code::NotAllowedHere) {
+            return None;
+        }
+        let in_init = self.cx.mask & (mask::INIT | mask::FINI) != 0;
+        if in_init && self.cx.mask & !(mask::INIT | mask::FINI) != 0 {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    func.span,
+                    format!("{what} in a sub called from `vcl_init` and from request subs"),
+                )
+                .label("a default in vcl_init, a per-request change elsewhere")
+                .hint("call it from separate subs"),
+            );
+            return None;
+        }
+        if method == "clear" {
+            if !args.is_empty() {
+                self.arg_count(span, &func.name, "0");
+                return None;
+            }
+            if in_init {
+                if let Some(set) = self.init.shard_params.get_mut(id) {
+                    *set = ShardParams::default();
+                }
+                return None;
+            }
+            return Some(Stmt::Eval(Expr::Call(Func::ShardParamClear(id), Vec::new())));
+        }
+        let (x, t) = self.sig_call(&PARAM_SET, func, args, span);
+        let Expr::Call(_, values) = x else { return None };
+        if t == Ty::Err {
+            return None;
+        }
+        if !in_init {
+            return Some(Stmt::Eval(Expr::Call(Func::ShardParamSet(id), values)));
+        }
+        if self.depth > 0 {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    span,
+                    format!("{what} inside a condition is not supported"),
+                )
+                .label("move this to the top level of `vcl_init`"),
+            );
+            return None;
+        }
+        let mut set = ShardParams::default();
+        for (i, v) in values.into_iter().map(fold::expr).enumerate() {
+            let name = PARAM_SET.params[i].name;
+            let Some(v) = self.constant(Some(v), name, func.span)? else {
+                continue;
+            };
+            let int = || v.as_int().and_then(|n| u32::try_from(n).ok());
+            match i {
+                0 => set.by = v.as_str().map(ShardBy::from_word),
+                1 => set.key = int(),
+                2 => set.key = Some(crate::eval::blob_key(v.as_str().unwrap_or(""))),
+                3 => set.alt = int(),
+                4 => set.warmup = v.as_real(),
+                5 => set.rampup = Some(v.truthy()),
+                _ => set.healthy = v.as_str().map(ShardHealthy::from_word),
+            }
+        }
+        if self.init.shard_params.len() <= id {
+            self.init.shard_params.resize(id + 1, ShardParams::default());
+        }
+        self.init.shard_params[id] = self.init.shard_params[id].merged(&set);
+        None
+    }
+
+    /// `p.get_by()`, `p.get_key()`, `p.get_alt()`, `p.get_warmup()`, `p.get_rampup()`,
+    /// `p.get_healthy()` and `p.use()` of a `directors.shard_param()` set as values.
+    pub(super) fn shard_param_value(
+        &mut self,
+        id: usize,
+        method: &str,
+        func: &ast::Ident,
+        args: &[Arg],
+        span: Span,
+    ) -> (Expr, Ty) {
+        let (field, ty) = match method {
+            "get_by" => (ParamField::By, Ty::Str),
+            "get_key" => (ParamField::Key, Ty::Int),
+            "get_alt" => (ParamField::Alt, Ty::Int),
+            "get_warmup" => (ParamField::Warmup, Ty::Real),
+            "get_rampup" => (ParamField::Rampup, Ty::Bool),
+            "get_healthy" => (ParamField::Healthy, Ty::Str),
+            "use" => {
+                let what = format!("`{}`", func.name);
+                if !self.scope_check(PARAM_SUBS, func.span, &what, "available", Code::NotAllowedHere) {
+                    return E;
+                }
+                if id >= crate::eval::MAX_SHARD_PARAMS {
+                    self.sink.push(
+                        Diagnostic::new(Code::Unsupported, func.span, "too many shard parameter sets")
+                            .label(format!(
+                                "at most {} sets can be used",
+                                crate::eval::MAX_SHARD_PARAMS
+                            ))
+                            .hint("share one set between directors with `associate`"),
+                    );
+                    return E;
+                }
+                return (Expr::ShardParam(id), Ty::Blob);
+            }
+            _ => {
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::UnknownFunction,
+                        func.span,
+                        format!("a shard parameter set has no method `{method}`"),
+                    )
+                    .label("unknown method")
+                    .hint("methods: set, clear, get_by, get_key, get_alt, get_warmup, get_rampup, get_healthy, use"),
+                );
+                return E;
+            }
+        };
+        if !args.is_empty() {
+            self.arg_count(span, &func.name, "0");
+            return E;
+        }
+        (Expr::Call(Func::ShardParamGet(id, field), Vec::new()), ty)
     }
 
     /// The backend (or director) argument of `add_backend` / `remove_backend`.
@@ -432,10 +613,5 @@ fn text(v: Value<'static>) -> Option<String> {
 }
 
 fn word_of(by: ShardBy) -> &'static str {
-    match by {
-        ShardBy::Hash => "HASH",
-        ShardBy::Url => "URL",
-        ShardBy::Key => "KEY",
-        ShardBy::Blob => "BLOB",
-    }
+    by.word()
 }

@@ -194,9 +194,16 @@ fn lazy_picks_when_resolved_with_the_arguments_it_was_given() {
         warmup: 0.25,
         rampup: false,
         healthy: ShardHealthy::All,
+        param: Some(14),
+        given: 0x1f,
     };
     assert_eq!(PickArgs::unpack(args.pack()), args);
-    let default = PickArgs { warmup: -1.0, ..args };
+    let default = PickArgs {
+        warmup: -1.0,
+        param: None,
+        given: 0,
+        ..args
+    };
     assert_eq!(PickArgs::unpack(default.pack()), default);
 }
 
@@ -245,5 +252,133 @@ fn configuration_mistakes_are_reported() {
     assert!(
         layered.contains("a `shard` director cannot be a member"),
         "{layered}"
+    );
+}
+
+/// `vd` over a, b, c with parameter set `p` made first and `init` after it; `vcl_recv` sets
+/// the hint to `pick`, `vcl_backend_fetch` runs `fetch`.
+fn with_params(init: &str, pick: &str, fetch: &str) -> Program {
+    let src = format!(
+        "vcl 4.1;\nimport directors;\n\
+         backend a {{ .host = \"10.0.0.1\"; }}\n\
+         backend b {{ .host = \"10.0.0.2\"; }}\n\
+         backend c {{ .host = \"10.0.0.3\"; }}\n\
+         sub vcl_init {{ new p = directors.shard_param(); new vd = directors.shard(); {ABC} {init} }}\n\
+         sub vcl_recv {{ set req.backend_hint = {pick}; }}\n\
+         sub vcl_backend_fetch {{ {fetch} }}\n"
+    );
+    load_str("param.vcl", &src).unwrap_or_else(|d| panic!("{}", d.render()))
+}
+
+#[test]
+fn an_associated_parameter_set_gives_what_backend_is_not_given() {
+    // vmod_directors.vcc: `vd.associate(p.use())`; arguments of `.backend()` win.
+    let p = with_params(
+        "p.set(by=KEY, key=1234, alt=1); vd.associate(p.use());",
+        "vd.backend()",
+        "",
+    );
+    let same = program(ABC, "vd.backend(by=KEY, key=1234, alt=1)");
+    assert_eq!(pick_for(&p, "/x", &[]), pick_for(&same, "/x", &[]));
+    assert_eq!(pick_for(&p, "/x", &[]), Some(order(&p, 1234)[1]));
+    let given = with_params(
+        "p.set(by=KEY, key=1234, alt=1); vd.associate(p.use());",
+        "vd.backend(alt=0)",
+        "",
+    );
+    assert_eq!(
+        pick_for(&given, "/x", &[]),
+        Some(order(&given, 1234)[0]),
+        "alt=0 given wins"
+    );
+    // `associate()` clears; `p.clear()` in vcl_init resets the set.
+    let cleared = with_params(
+        "p.set(by=KEY, key=1234); vd.associate(p.use()); vd.associate();",
+        "vd.backend()",
+        "",
+    );
+    assert_eq!(
+        pick_for(&cleared, "/x", &[]),
+        pick_for(&program(ABC, "vd.backend()"), "/x", &[])
+    );
+    let reset = with_params(
+        "p.set(by=KEY, key=1234); p.clear(); vd.associate(p.use());",
+        "vd.backend()",
+        "",
+    );
+    assert_eq!(
+        pick_for(&reset, "/x", &[]),
+        pick_for(&program(ABC, "vd.backend()"), "/x", &[])
+    );
+}
+
+#[test]
+fn a_backend_side_set_moves_a_lazy_pick_of_that_request() {
+    // vmod_directors.vcc's example: the director is chosen on the client side, the set changed
+    // on the backend side ("implement retries on alternative backends").
+    let p = with_params(
+        "vd.associate(p.use());",
+        "vd.backend(resolve=LAZY)",
+        "p.set(alt=bereq.retries, by=URL);",
+    );
+    let key = hash32(&["/item"]);
+    let mut ctx = TestContext::request("GET", "/item");
+    let lazy = hint(&p, &mut ctx).expect("the director");
+    assert!(p.is_director(lazy));
+    assert_eq!(p.resolve_backend(lazy, &ctx), Some(order(&p, key)[0]));
+    Context::set(&mut ctx, Var::BereqRetries, Value::Int(1));
+    p.run(Sub::BackendFetch, &mut ctx);
+    assert_eq!(
+        p.resolve_backend(lazy, &ctx),
+        Some(order(&p, key)[1]),
+        "the retry goes to the next one"
+    );
+    assert_eq!(
+        p.resolve_backend(lazy, &TestContext::new()),
+        Some(order(&p, key)[0]),
+        "only that request"
+    );
+}
+
+#[test]
+fn parameter_set_getters_and_where_a_set_may_be_used() {
+    let src = |recv: &str| {
+        format!(
+            "vcl 4.1;\nimport directors;\nbackend a {{ .host = \"10.0.0.1\"; }}\n\
+             sub vcl_init {{ new p = directors.shard_param(); p.set(by=KEY, key=7, healthy=ALL); new vd = directors.shard(); vd.add_backend(a); }}\n\
+             sub vcl_backend_fetch {{ set bereq.http.X = p.get_by() + \" \" + p.get_key() + \" \" + p.get_alt() + \" \" + p.get_healthy() + \" \" + p.get_rampup(); }}\n\
+             {recv}\n"
+        )
+    };
+    let p = load_str("g.vcl", &src("")).unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut ctx = TestContext::request("GET", "/");
+    p.run(Sub::BackendFetch, &mut ctx);
+    assert_eq!(
+        ctx.get_header(crate::Scope::Bereq, "x").as_deref(),
+        Some("KEY 7 0 ALL true")
+    );
+    let err = |recv: &str| {
+        load_str("g.vcl", &src(recv))
+            .err()
+            .map(|d| d.render())
+            .unwrap_or_default()
+    };
+    // "Parameter sets cannot be used in client context except for vcl_pipe".
+    let e = err("sub vcl_recv { p.set(alt=1); }");
+    assert!(
+        e.contains("`p.set` is not available in `vcl_recv`") && e.contains("g.vcl:6:"),
+        "{e}"
+    );
+    assert!(
+        err("sub vcl_recv { set req.backend_hint = vd.backend(param=p.use()); }")
+            .contains("`p.use` is not available in `vcl_recv`")
+    );
+    assert!(err("sub vcl_pipe { p.set(alt=1); }").is_empty());
+    let e = err("sub vcl_backend_fetch { set bereq.backend = vd.backend(param=vd.backend()); }");
+    assert!(e.contains("E020") && e.contains("BLOB"), "{e}");
+    let e = err("sub vcl_backend_fetch { set bereq.http.y = p; }");
+    assert!(
+        e.contains("is a shard parameter set, not a value") && e.contains("hint:"),
+        "{e}"
     );
 }

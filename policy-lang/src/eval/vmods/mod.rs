@@ -27,6 +27,8 @@ pub struct Task {
     pub(crate) ban_error: String,
     /// The seconds each `std.timed_call` of the statement being run took, in order.
     pub(crate) timed: Vec<f64>,
+    /// What the backend request's `p.set(...)` changed in shard parameter sets, by set.
+    pub(crate) shard_params: Vec<(usize, crate::tree::shard::ShardParams)>,
 }
 
 impl Program {
@@ -42,6 +44,7 @@ impl Program {
             Func::Var(f) => var::effect(self, f, &strings, args, ctx),
             Func::Header(f) => header::effect(f, &strings, args, ctx),
             Func::Bodyaccess(f) => bodyaccess::effect(f, &strings, ctx),
+            Func::ShardParamSet(_) | Func::ShardParamClear(_) => self.shard_param_effect(f, args, ctx),
             Func::Rollback => {
                 // Varnish's VCL_TaskLeave / VCL_TaskEnter: the task's vmod state starts over.
                 if let Some(task) = ctx.task_mut() {
