@@ -5,54 +5,14 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use edgecache_runtime::Running;
 use http::StatusCode;
+use support::plugins::{built, wasm, wat};
 use support::{get, start_with_policy, Origin, OriginReply};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins")
-}
-
-/// Builds the example plugins once per test run and returns `dist/` with what `build.sh`
-/// printed. The test command installs the wasm32-wasip1 target (`.ci/run`), so a failed build
-/// fails the tests.
-fn built() -> &'static (PathBuf, String) {
-    static BUILT: OnceLock<(PathBuf, String)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(examples().join("build.sh"))
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .output()
-            .expect("run examples/plugins/build.sh");
-        let log = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "examples/plugins/build.sh failed:\n{log}");
-        (examples().join("dist"), log)
-    })
-}
-
-fn dist() -> PathBuf {
-    built().0.clone()
-}
-
-fn wat(name: &str) -> String {
-    examples().join("wat").join(name).display().to_string()
-}
-
-fn wasm(name: &str) -> String {
-    dist().join(name).display().to_string()
-}
 
 fn cacheable(_: &http::Request<bytes::Bytes>) -> OriginReply {
     OriginReply::ok("from the origin").cache_control("max-age=600")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the example proxy-wasm plugins and copies them to dist/:
-#  - the Rust ones (add_header, api_key, body_rewrite, bucket, http_auth, json_validator,
+#  - the Rust ones (add_header, api_key, body_rewrite, bucket, grpc_auth, http_auth, json_validator,
 #    postpone, stats) for wasm32-wasip1;
 #  - the AssemblyScript one (assemblyscript/ → as_add_header.wasm), only when npm is present.
 # Usage: examples/plugins/build.sh   (from anywhere). Needs rustup and network access the
@@ -14,7 +14,7 @@ cd "$here"
 export CARGO_TARGET_DIR="$here/target"
 cargo build --release --target wasm32-wasip1 --quiet
 mkdir -p dist
-for p in add_header api_key body_rewrite bucket http_auth json_validator postpone stats; do
+for p in add_header api_key body_rewrite bucket grpc_auth http_auth json_validator postpone stats; do
   cp "target/wasm32-wasip1/release/$p.wasm" "dist/$p.wasm.tmp"
   mv "dist/$p.wasm.tmp" "dist/$p.wasm"
 done

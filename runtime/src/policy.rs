@@ -12,7 +12,8 @@ use policy_lang::{Diagnostics, PluginIsolation, Program, SourceLoader};
 use crate::backend::Backend;
 use crate::dns::Resolver;
 use crate::plugin::{
-    Isolation, LoadError, LoadErrorKind, Plugin, PluginHost, PluginSpec, UpstreamCall, UpstreamSet, Upstreams,
+    GrpcEventSender, GrpcRequest, Isolation, LoadError, LoadErrorKind, Plugin, PluginHost, PluginSpec,
+    UpstreamCall, UpstreamSet, UpstreamTask, Upstreams,
 };
 
 /// Reads the entry file and its `include`s, each relative to the file that includes it, and
@@ -165,5 +166,30 @@ impl Upstreams for BackendUpstreams {
                 .to_bytes();
             Ok(http::Response::from_parts(head, body))
         }))
+    }
+
+    /// gRPC over HTTP/2 cleartext to the backend's addresses (not through its HTTP/1.1 pool),
+    /// with its connect timeout; a TLS backend fails the call `UNAVAILABLE`.
+    fn grpc(&self, cluster: &str, request: GrpcRequest, events: GrpcEventSender) -> Option<UpstreamTask> {
+        let backend = self
+            .clusters
+            .iter()
+            .find(|(name, _)| name == cluster)
+            .map(|(_, backend)| backend.clone())?;
+        if backend.options().tls.is_some() {
+            let _ = events.send(crate::plugin::GrpcEvent::Close {
+                status: 14,
+                message: format!("backend {} uses TLS; gRPC calls need h2c", backend.name()),
+            });
+            return Some(Box::pin(async {}));
+        }
+        let authority = backend.address().to_string();
+        Some(Box::pin(crate::plugin::grpc_exchange(
+            backend.resolved(),
+            backend.timeouts().connect,
+            authority,
+            request,
+            events,
+        )))
     }
 }

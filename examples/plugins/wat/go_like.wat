@@ -2,7 +2,8 @@
 ;; needs from the host, for CI, which cannot build Go plugins: the reactor convention
 ;; (`_initialize`, no `_start`), `proxy_abi_version_0_2_1`, and the WASI calls the Go runtime
 ;; makes: `poll_oneoff` with a clock subscription while the runtime starts (its scheduler
-;; sleeping), and a panic written to stderr with `fd_write(2, ...)` followed by `proc_exit(2)`.
+;; sleeping), and a panic written to stderr with `fd_write(2, ...)` a few bytes at a time, as
+;; the Go runtime prints it, followed by `proc_exit(2)`.
 ;;
 ;; `_initialize` polls one clock subscription and traps unless exactly one event came back for
 ;; it with no error. A request with `x-panic` "panics" the Go way; every response gets
@@ -18,8 +19,9 @@
   (data (i32.const 32) "x-wat")
   (data (i32.const 48) "go_like")
   (data (i32.const 64) "panic: boom in the Go runtime\n")
-  ;; iovec for fd_write at 128: (ptr 64, len 30)
-  (data (i32.const 128) "\40\00\00\00\1e\00\00\00")
+  ;; iovecs for fd_write at 128, 136, 144: "panic: " (ptr 64, len 7), "boom in the Go runtime"
+  ;; (ptr 71, len 22), "\n" (ptr 93, len 1)
+  (data (i32.const 128) "\40\00\00\00\07\00\00\00\47\00\00\00\16\00\00\00\5d\00\00\00\01\00\00\00")
   ;; one clock subscription at 256 (48 bytes): userdata 0x2a, tag 0 (clock), clock id 1
   ;; (monotonic), timeout 1 ms relative
   (data (i32.const 256) "\2a\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\01\00\00\00\00\00\00\00\40\42\0f\00\00\00\00\00")
@@ -47,6 +49,8 @@
     (if (i32.eqz (call $get_header (i32.const 0) (i32.const 16) (i32.const 7) (i32.const 700) (i32.const 704)))
       (then
         (drop (call $fd_write (i32.const 2) (i32.const 128) (i32.const 1) (i32.const 708)))
+        (drop (call $fd_write (i32.const 2) (i32.const 136) (i32.const 1) (i32.const 708)))
+        (drop (call $fd_write (i32.const 2) (i32.const 144) (i32.const 1) (i32.const 708)))
         (call $exit (i32.const 2))))
     (i32.const 0))
   (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)

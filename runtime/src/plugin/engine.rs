@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 use wasmtime::{
@@ -16,10 +16,11 @@ use wasmtime::{
     PoolingAllocationConfig, Val,
 };
 
-use super::abi::{self, AbiViolation, HostState, PluginMeta, StubKind};
+use super::abi::{self, AbiViolation, HostState, PluginMeta};
 use super::error::{Cause, LoadError, LoadErrorKind, PluginError};
 use super::instance::{Instance, InstanceSetup, StartError};
 use super::sandbox::{deadline_ticks, EpochTicker, Limits};
+use super::stream::{start_calls, Binding};
 use super::{HostSettings, Isolation, PluginSpec};
 
 /// ABI versions we accept, by the name of their marker export.
@@ -213,14 +214,70 @@ pub(crate) fn load(host: &HostInner, spec: &PluginSpec) -> Result<Arc<PluginInne
         generation: AtomicU64::new(0),
         counters: Counters::default(),
     });
-    let first = plugin.new_instance().map_err(|e| match e {
-        StartError::Failed(cause) => err(LoadErrorKind::Startup(cause)),
-        StartError::Rejected(callback) => err(LoadErrorKind::Rejected(callback)),
-    })?;
-    if let Some(slot) = plugin.slots.first() {
-        *slot.lock() = Some(first);
+    if spec.isolation == Isolation::Shared {
+        let weak = Arc::downgrade(&plugin);
+        let listener: abi::QueueListener = Arc::new(move |queue| queue_ready_later(&weak, queue));
+        let _ = plugin.setup.meta.queue_listener.set(listener);
+    }
+    let start = || {
+        plugin.new_instance().map_err(|e| match e {
+            StartError::Failed(cause) => err(LoadErrorKind::Startup(cause)),
+            StartError::Rejected(callback) => err(LoadErrorKind::Rejected(callback)),
+        })
+    };
+    let first = start()?;
+    match plugin.slots.split_first() {
+        Some((slot, rest)) => {
+            *slot.lock() = Some(first);
+            // Every worker's instance starts now, as Envoy starts its per-worker VMs with the
+            // configuration: an `on_vm_start` that initialises shared data runs before any
+            // request, and every instance ticks from the start.
+            for slot in rest {
+                *slot.lock() = Some(start()?);
+            }
+        }
+        None => drop(first),
     }
     Ok(plugin)
+}
+
+/// Schedules `proxy_on_queue_ready` on one of the plugin's shared instances. On a task: the
+/// item was enqueued from inside a callback, perhaps of one of these very instances.
+fn queue_ready_later(plugin: &Weak<PluginInner>, queue: u32) {
+    let (Some(plugin), Ok(runtime)) = (plugin.upgrade(), tokio::runtime::Handle::try_current()) else {
+        return;
+    };
+    runtime.spawn(async move { plugin.queue_ready(queue) });
+}
+
+impl PluginInner {
+    /// Delivers `proxy_on_queue_ready` to an idle shared instance (every instance of the
+    /// plugin registered the queue; any may dequeue), or waits for the first one.
+    fn queue_ready(self: &Arc<Self>, queue: u32) {
+        let idle = self
+            .slots
+            .iter()
+            .position(|s| s.try_lock().is_some_and(|i| i.is_some()));
+        let Some(index) = idle.or_else(|| self.slots.iter().position(|s| s.lock().is_some())) else {
+            return;
+        };
+        let mut guard = self.slots[index].lock();
+        let Some(instance) = guard.as_mut() else {
+            return;
+        };
+        match instance.queue_ready(queue) {
+            Ok(()) => {
+                let (generation, calls) = (instance.generation, instance.take_dispatched());
+                drop(guard);
+                start_calls(self, &Binding::Shared { slot: index }, generation, calls);
+            }
+            Err(cause) => {
+                *guard = None;
+                drop(guard);
+                let _ = self.fail(cause);
+            }
+        }
+    }
 }
 
 fn compile(engine: &Engine, path: &Path, bytes: &[u8]) -> Result<Module, LoadErrorKind> {
@@ -268,58 +325,39 @@ fn check_exports(module: &Module) -> Result<(), LoadErrorKind> {
     Ok(())
 }
 
-/// Links the module: every import must be one we define, an `env.proxy_*` function we do not
-/// implement (stubbed to fail the callback with an ABI error when called), or a WASI function
-/// (stubbed to return `ENOSYS`). Anything else is refused, with all the names.
+/// Links the module: every import must be one we define or a WASI function (stubbed to
+/// return `ENOSYS`). Anything else, an `env.proxy_*` function edgecache does not offer
+/// included, is refused with all the names: a plugin that would fail when it calls one is
+/// refused at load rather than silently degraded.
 fn link(slot: &EngineSlot, module: &Module, plugin: &str) -> Result<InstancePre<HostState>, LoadErrorKind> {
     let mut linker = slot.linker.clone();
     let mut missing = Vec::new();
-    let mut stubbed = Vec::new();
     for import in module.imports() {
         let (m, n) = (import.module(), import.name());
         if slot.defined.contains(&(m.to_string(), n.to_string())) {
             continue;
         }
-        let (Some(kind), ExternType::Func(ty)) = (abi::stub_kind(m, n), import.ty()) else {
+        let (true, ExternType::Func(ty)) = (abi::is_wasi(m), import.ty()) else {
             missing.push(format!("{m}.{n}"));
             continue;
         };
         let full = format!("{m}.{n}");
-        if kind == StubKind::Trap {
-            stubbed.push(full.clone());
-        }
         let plugin: Arc<str> = Arc::from(plugin);
-        let defined = match kind {
-            StubKind::Trap => linker.func_new(m, n, ty, move |_caller, _params, _results| {
-                tracing::warn!(target: "edgecache::plugin", plugin = &*plugin, "called unsupported host function {full}");
-                Err(AbiViolation(format!("unsupported host function `{full}`")).into())
-            }),
-            StubKind::Enosys => {
-                let returns_errno = ty.results().len() == 1;
-                linker.func_new(m, n, ty, move |_caller, _params, results| {
-                    tracing::debug!(target: "edgecache::plugin", plugin = &*plugin, "WASI call {full} → ENOSYS");
-                    if returns_errno {
-                        results[0] = Val::I32(abi::wasi_enosys());
-                        Ok(())
-                    } else {
-                        Err(AbiViolation(format!("unsupported WASI function `{full}`")).into())
-                    }
-                })
-            }
-        };
-        defined.map_err(|e| LoadErrorKind::Instantiate(format!("{e:#}")))?;
+        let returns_errno = ty.results().len() == 1;
+        linker
+            .func_new(m, n, ty, move |_caller, _params, results| {
+                tracing::debug!(target: "edgecache::plugin", plugin = &*plugin, "WASI call {full} → ENOSYS");
+                if returns_errno {
+                    results[0] = Val::I32(abi::wasi_enosys());
+                    Ok(())
+                } else {
+                    Err(AbiViolation(format!("unsupported WASI function `{full}`")).into())
+                }
+            })
+            .map_err(|e| LoadErrorKind::Instantiate(format!("{e:#}")))?;
     }
     if !missing.is_empty() {
         return Err(LoadErrorKind::MissingImports(missing));
-    }
-    if !stubbed.is_empty() {
-        // Loaded anyway: SDKs import host functions they seldom call. A call fails the callback.
-        tracing::warn!(
-            target: "edgecache::plugin",
-            plugin,
-            "the plugin imports host functions edgecache does not offer: {}; a callback that calls one fails",
-            stubbed.join(", ")
-        );
     }
     linker
         .instantiate_pre(module)

@@ -16,6 +16,7 @@ use super::abi::{
     Resumption, Views,
 };
 use super::error::Cause;
+use super::upstream::GrpcEvent;
 use super::view::{LocalResponse, RequestView, ResponseView, Verdict};
 
 /// The root context id; HTTP contexts are numbered from 2.
@@ -62,6 +63,11 @@ struct GuestFuncs {
     on_delete: Option<TypedFunc<i32, ()>>,
     on_tick: Option<TypedFunc<i32, ()>>,
     on_http_call_response: Option<TypedFunc<CallResponseArgs, ()>>,
+    on_queue_ready: Option<TypedFunc<(i32, i32), ()>>,
+    on_grpc_receive_initial_metadata: Option<TypedFunc<(i32, i32, i32), ()>>,
+    on_grpc_receive: Option<TypedFunc<(i32, i32, i32), ()>>,
+    on_grpc_receive_trailing_metadata: Option<TypedFunc<(i32, i32, i32), ()>>,
+    on_grpc_close: Option<TypedFunc<(i32, i32, i32), ()>>,
 }
 
 /// What a stream callback came to.
@@ -169,6 +175,19 @@ impl Instance {
             on_delete: typed(&instance, &mut store, "proxy_on_delete")?,
             on_tick: typed(&instance, &mut store, "proxy_on_tick")?,
             on_http_call_response: typed(&instance, &mut store, "proxy_on_http_call_response")?,
+            on_queue_ready: typed(&instance, &mut store, "proxy_on_queue_ready")?,
+            on_grpc_receive_initial_metadata: typed(
+                &instance,
+                &mut store,
+                "proxy_on_grpc_receive_initial_metadata",
+            )?,
+            on_grpc_receive: typed(&instance, &mut store, "proxy_on_grpc_receive")?,
+            on_grpc_receive_trailing_metadata: typed(
+                &instance,
+                &mut store,
+                "proxy_on_grpc_receive_trailing_metadata",
+            )?,
+            on_grpc_close: typed(&instance, &mut store, "proxy_on_grpc_close")?,
         };
         let initialize = typed::<(), ()>(&instance, &mut store, "_initialize")?;
         let main = typed::<(i32, i32), i32>(&instance, &mut store, "main")?;
@@ -228,8 +247,12 @@ impl Instance {
         state.effective_context = ctx;
         state.limiter.exceeded = false;
         state.last_error_log = None;
-        f.call(&mut self.store, args)
-            .map_err(|e| classify(e, self.store.data()))
+        let result = f
+            .call(&mut self.store, args)
+            .map_err(|e| classify(e, self.store.data()));
+        let state = self.store.data_mut();
+        state.stdio.end_callback(&state.meta.name);
+        result
     }
 
     /// Creates an HTTP context (`proxy_on_context_create(ctx, root)`).
@@ -452,10 +475,90 @@ impl Instance {
         state.call_response = Some(CallResponse { head, body });
         // The SDKs make the context effective themselves; its views are there either way.
         state.switch_views(ctx);
-        let result = self.call(f, ctx, (ctx as i32, token as i32, n_headers, body_size, 0));
+        // The first argument is the root context, as Envoy passes it (its calls belong to the
+        // root context): the Go and AssemblyScript SDKs look the call up there by token and
+        // panic on any other id; the Rust SDK ignores it.
+        let result = self.call(f, ctx, (ROOT_ID, token as i32, n_headers, body_size, 0));
         let state = self.store.data_mut();
         state.call_response = None;
         state.settle();
+        result
+    }
+
+    /// Delivers what a gRPC exchange reported to the plugin: a stream's metadata, messages and
+    /// close as they come (`proxy_on_grpc_receive_initial_metadata`, `proxy_on_grpc_receive`,
+    /// `proxy_on_grpc_receive_trailing_metadata`, `proxy_on_grpc_close`); a call's answer at its
+    /// end, as Envoy does (`proxy_on_grpc_receive` on success, else `proxy_on_grpc_close`).
+    /// The first argument is the root context, as for HTTP calls. Returns whether more is
+    /// wanted: false once closed, cancelled, or the context that opened it is finished.
+    pub(crate) fn grpc_event(&mut self, token: u32, event: GrpcEvent) -> Result<bool, Cause> {
+        let funcs = Arc::clone(&self.f);
+        let state = self.store.data_mut();
+        let Some(open) = state.grpc.get_mut(&token) else {
+            return Ok(false);
+        };
+        let ctx = open.ctx;
+        if ctx != ROOT_ID as u32 && !self.live.contains(&ctx) {
+            state.grpc.remove(&token);
+            return Ok(false);
+        }
+        let metadata = |map: i32, headers: http::HeaderMap| {
+            let view = ResponseView::new(http::StatusCode::OK, headers);
+            (headers::response_count(&view), Some((map, view)))
+        };
+        let (f, arg, metadata, message, more) = match event {
+            GrpcEvent::InitialMetadata(_) | GrpcEvent::TrailingMetadata(_) if open.unary => return Ok(true),
+            GrpcEvent::Message(message) if open.unary => {
+                open.reply = Some(message);
+                return Ok(true);
+            }
+            GrpcEvent::InitialMetadata(headers) => {
+                let (n, metadata) = metadata(4, headers);
+                (&funcs.on_grpc_receive_initial_metadata, n, metadata, None, true)
+            }
+            GrpcEvent::TrailingMetadata(headers) => {
+                let (n, metadata) = metadata(5, headers);
+                (&funcs.on_grpc_receive_trailing_metadata, n, metadata, None, true)
+            }
+            GrpcEvent::Message(message) => {
+                let size = i32::try_from(message.len()).unwrap_or(i32::MAX);
+                (&funcs.on_grpc_receive, size, None, Some(message), true)
+            }
+            GrpcEvent::Close { status, message } => {
+                let open = state.grpc.remove(&token).expect("looked up above");
+                state.grpc_status = (status, message);
+                match open.reply {
+                    Some(reply) if status == 0 => {
+                        let size = i32::try_from(reply.len()).unwrap_or(i32::MAX);
+                        (&funcs.on_grpc_receive, size, None, Some(reply), false)
+                    }
+                    _ => (&funcs.on_grpc_close, status as i32, None, None, false),
+                }
+            }
+        };
+        let Some(f) = f.as_ref() else {
+            return Ok(more);
+        };
+        state.grpc_metadata = metadata;
+        state.grpc_message = message;
+        state.switch_views(ctx);
+        let result = self.call(f, ctx, (ROOT_ID, token as i32, arg));
+        let state = self.store.data_mut();
+        state.grpc_metadata = None;
+        state.grpc_message = None;
+        state.settle();
+        result.map(|()| more)
+    }
+
+    /// `proxy_on_queue_ready(root, queue)`: an item was enqueued on a queue this plugin
+    /// registered.
+    pub(crate) fn queue_ready(&mut self, queue: u32) -> Result<(), Cause> {
+        let funcs = Arc::clone(&self.f);
+        let Some(f) = funcs.on_queue_ready.as_ref() else {
+            return Ok(());
+        };
+        let result = self.call(f, ROOT_ID as u32, (ROOT_ID, queue as i32));
+        self.store.data_mut().settle();
         result
     }
 

@@ -56,6 +56,7 @@ use bytes::Bytes;
 mod abi;
 mod engine;
 mod error;
+mod grpc;
 mod instance;
 mod sandbox;
 mod stream;
@@ -67,8 +68,11 @@ mod tests;
 
 pub use abi::PluginMetric;
 pub use error::{Cause, LoadError, LoadErrorKind, PluginError};
+pub use grpc::exchange as grpc_exchange;
 pub use sandbox::Limits;
-pub use upstream::{UpstreamCall, UpstreamSet, Upstreams};
+pub use upstream::{
+    GrpcEvent, GrpcEventSender, GrpcRequest, UpstreamCall, UpstreamSet, UpstreamTask, Upstreams,
+};
 pub use view::{LocalResponse, RequestView, ResponseView, Verdict};
 
 pub use stream::PluginStream;
@@ -221,8 +225,9 @@ impl PluginHost {
         }
     }
 
-    /// Reads, validates and compiles a plugin, and starts its first instance (so a plugin
-    /// that traps at start-up or rejects its configuration fails here). Blocking: call it off
+    /// Reads, validates and compiles a plugin, and starts its shared instances, one per
+    /// [`HostSettings::instances_per_plugin`] (so a plugin that traps at start-up or rejects
+    /// its configuration fails here). Blocking: call it off
     /// the request path (compiling takes ~100 ms for an SDK-built plugin).
     pub fn load(&self, spec: &PluginSpec) -> Result<Plugin, LoadError> {
         let inner = engine::load(&self.inner, spec)?;

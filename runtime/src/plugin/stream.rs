@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::abi::{once, BodyKind, Dispatch, Resumption};
+use super::abi::{once, BodyKind, Dispatch, DispatchKind, Resumption};
 use super::engine::PluginInner;
 use super::error::{Cause, PluginError};
 use super::instance::{Instance, Outcome};
@@ -255,9 +255,9 @@ impl std::fmt::Debug for PluginStream {
     }
 }
 
-/// Runs each outbound call as a task (bounded by its own timeout, or by the pause timeout when
-/// the plugin gave none) and delivers its answer to the instance that started it, if that
-/// instance still exists.
+/// Runs each outbound call as a task (an HTTP call bounded by its own timeout, or by the pause
+/// timeout when the plugin gave none) and delivers its answer (a gRPC exchange: each event, in
+/// order) to the instance that started it, if that instance still exists.
 pub(crate) fn start_calls(
     plugin: &Arc<PluginInner>,
     binding: &Binding,
@@ -271,33 +271,71 @@ pub(crate) fn start_calls(
         tracing::warn!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, "outbound calls dropped: no async runtime to run them on");
         return;
     };
-    for Dispatch {
-        ctx,
-        token,
-        call,
-        timeout,
-    } in calls
-    {
+    for Dispatch { ctx, token, kind } in calls {
         let (plugin, binding) = (plugin.clone(), binding.clone());
-        let timeout = if timeout.is_zero() {
-            plugin.pause_timeout
-        } else {
-            timeout
-        };
-        runtime.spawn(async move {
-            let answer = match tokio::time::timeout(timeout, call).await {
-                Ok(Ok(response)) => Some(response),
-                Ok(Err(why)) => {
-                    tracing::debug!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, token, "outbound call failed: {why}");
-                    None
-                }
-                Err(_) => {
-                    tracing::debug!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, token, "outbound call timed out after {timeout:?}");
-                    None
-                }
-            };
-            deliver(&plugin, &binding, generation, (ctx, token), answer);
-        });
+        match kind {
+            DispatchKind::Http { call, timeout } => {
+                let timeout = if timeout.is_zero() {
+                    plugin.pause_timeout
+                } else {
+                    timeout
+                };
+                runtime.spawn(async move {
+                    let answer = match tokio::time::timeout(timeout, call).await {
+                        Ok(Ok(response)) => Some(response),
+                        Ok(Err(why)) => {
+                            tracing::debug!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, token, "outbound call failed: {why}");
+                            None
+                        }
+                        Err(_) => {
+                            tracing::debug!(target: "edgecache::plugin", plugin = &*plugin.setup.meta.name, token, "outbound call timed out after {timeout:?}");
+                            None
+                        }
+                    };
+                    deliver(&plugin, &binding, generation, (ctx, token), answer);
+                });
+            }
+            DispatchKind::Grpc { task, mut events } => {
+                runtime.spawn(task);
+                // Dropping `events` (the plugin is done with the exchange) stops the task.
+                runtime.spawn(async move {
+                    while let Some(event) = events.recv().await {
+                        if !deliver_grpc(&plugin, &binding, generation, token, event) {
+                            break;
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Delivers one gRPC event; false when nothing more is wanted (closed, cancelled, the context
+/// or the instance gone).
+fn deliver_grpc(
+    plugin: &Arc<PluginInner>,
+    binding: &Binding,
+    generation: u64,
+    token: u32,
+    event: super::upstream::GrpcEvent,
+) -> bool {
+    let mut guard = binding.cell(plugin).lock();
+    let Some(inst) = guard.as_mut().filter(|inst| inst.generation == generation) else {
+        return false;
+    };
+    match inst.grpc_event(token, event) {
+        Ok(more) => {
+            let calls = inst.take_dispatched();
+            drop(guard);
+            start_calls(plugin, binding, generation, calls);
+            more
+        }
+        Err(cause) => {
+            *guard = None;
+            drop(guard);
+            let _ = plugin.fail(cause);
+            false
+        }
     }
 }
 

@@ -233,9 +233,10 @@ fn api_key_denies_without_a_valid_key_and_continues_with_it() {
         assert_eq!(
             plugin.stats(),
             PluginStats {
-                instances_created: 1,
+                instances_created: 2,
                 ..Default::default()
-            }
+            },
+            "one instance per slot, all started at load"
         );
     }
 }
@@ -708,33 +709,46 @@ fn bad_files_give_clear_load_errors() {
 }
 
 #[test]
-fn unknown_proxy_imports_load_and_fail_only_when_called() {
+fn a_plugin_importing_a_host_function_edgecache_lacks_is_refused_at_load_naming_it() {
+    let host = host();
+    let imports = r#"(import "env" "proxy_future_call" (func (result i32))) (import "env" "proxy_log" (func (param i32 i32 i32) (result i32)))"#;
+    let err = load_err(
+        &host,
+        write_temp("future.wat", &minimal("proxy_abi_version_0_2_1", imports)).to_path_buf(),
+    );
+    let LoadErrorKind::MissingImports(names) = &err.kind else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        names,
+        &["env.proxy_future_call"],
+        "only what edgecache lacks is named"
+    );
+}
+
+#[test]
+fn unknown_wasi_imports_load_and_answer_enosys() {
     let host = host();
     let module = r#"(module
-  (import "env" "proxy_future_call" (func $future (result i32)))
   (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "proxy_abi_version_0_2_0"))
   (func (export "proxy_on_memory_allocate") (param i32) (result i32) (i32.const 1024))
   (func (export "proxy_on_context_create") (param i32 i32))
   (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
-    ;; path_open must answer ENOSYS (52); then call the unknown proxy function.
+    ;; path_open must answer ENOSYS (52).
     (if (i32.ne (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i64.const 0) (i64.const 0) (i32.const 0) (i32.const 0)) (i32.const 52))
       (then unreachable))
-    (call $future))
+    (i32.const 0))
 )"#;
     let plugin = host
         .load(&PluginSpec::new(
-            "future",
-            write_temp("future.wat", module.as_bytes()).to_path_buf(),
+            "wasi",
+            write_temp("wasi.wat", module.as_bytes()).to_path_buf(),
         ))
         .unwrap();
-    let err = plugin
-        .stream()
-        .on_request_headers(&mut request("/", &[]))
-        .unwrap_err();
-    assert!(err.is_abi(), "{err}");
-    assert!(err.to_string().contains("env.proxy_future_call"), "{err}");
+    let verdict = plugin.stream().on_request_headers(&mut request("/", &[]));
+    assert_eq!(verdict.unwrap(), Verdict::Continue);
 }
 
 // === host functions through a WAT plugin ===

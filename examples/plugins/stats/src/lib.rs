@@ -6,8 +6,10 @@
 //! - A shared queue `paths`: every instance (one per worker thread) enqueues each request's path;
 //!   the root context's tick (every 20 ms) drains the queue and adds what it took to the shared
 //!   data key `stats.seen`. Responses carry `x-stats-seen: N`, the total drained so far.
+//!   With the configuration `drain=ready` there is no tick: the queue is drained when the host
+//!   says it has items (`on_queue_ready`).
 //!
-//! Plugin configuration: none.
+//! Plugin configuration: empty, or `drain=ready`.
 
 use std::time::Duration;
 
@@ -47,11 +49,41 @@ impl RootContext for StatsRoot {
             request_headers: define(MetricType::Histogram, "request_headers"),
         };
         self.queue = self.register_shared_queue(QUEUE).into();
-        self.set_tick_period(Duration::from_millis(20));
         true
     }
 
+    fn on_configure(&mut self, _: usize) -> bool {
+        let config = self.get_plugin_configuration().unwrap_or_default();
+        match config.as_slice() {
+            b"" => self.set_tick_period(Duration::from_millis(20)),
+            b"drain=ready" => {}
+            _ => return false,
+        }
+        true
+    }
+
+    fn on_queue_ready(&mut self, _queue: u32) {
+        self.drain();
+    }
+
     fn on_tick(&mut self) {
+        self.drain();
+    }
+
+    fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
+        Some(Box::new(Stats {
+            metrics: self.metrics,
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+impl StatsRoot {
+    /// Takes every path queued so far and adds their number to `stats.seen`.
+    fn drain(&mut self) {
         let Some(queue) = self.queue else { return };
         let mut taken = 0u64;
         while let Ok(Some(_path)) = self.dequeue_shared_queue(queue) {
@@ -72,14 +104,6 @@ impl RootContext for StatsRoot {
                 return;
             }
         }
-    }
-
-    fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Stats { metrics: self.metrics }))
-    }
-
-    fn get_type(&self) -> Option<ContextType> {
-        Some(ContextType::HttpContext)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Buffers: `proxy_get_buffer_bytes`, `proxy_set_buffer_bytes`, `proxy_get_buffer_status`.
 //!
 //! Plugin configuration (7) and VM configuration (6) are available in every callback, an
-//! outbound call's response body (4) in `proxy_on_http_call_response`, the request body (0)
+//! outbound call's response body (4) in `proxy_on_http_call_response`, a gRPC message (5) in
+//! `proxy_on_grpc_receive`, the request body (0)
 //! in `proxy_on_request_body` and the response body (1) in `proxy_on_response_body`: the
 //! bytes buffered so far, which the plugin may rewrite. A body outside its callback, and other
 //! buffers, are `NOT_FOUND` (the SDKs map it to None).
@@ -13,6 +14,7 @@ use super::{hand_over, read, status, write_u32, HostState};
 const REQUEST_BODY: i32 = 0;
 const RESPONSE_BODY: i32 = 1;
 const HTTP_CALL_RESPONSE_BODY: i32 = 4;
+const GRPC_CALL_MESSAGE: i32 = 5;
 const VM_CONFIGURATION: i32 = 6;
 const PLUGIN_CONFIGURATION: i32 = 7;
 
@@ -39,6 +41,13 @@ fn get_bytes(
         HTTP_CALL_RESPONSE_BODY => match &caller.data().call_response {
             Some(answer) => {
                 call_body = answer.body.clone();
+                &call_body
+            }
+            None => return Ok(status::NOT_FOUND),
+        },
+        GRPC_CALL_MESSAGE => match &caller.data().grpc_message {
+            Some(message) => {
+                call_body = message.clone();
                 &call_body
             }
             None => return Ok(status::NOT_FOUND),
@@ -91,6 +100,10 @@ fn get_status(mut caller: Caller<'_, HostState>, buffer: i32, len_ptr: i32, flag
         PLUGIN_CONFIGURATION => caller.data().meta.config.len(),
         HTTP_CALL_RESPONSE_BODY => match &caller.data().call_response {
             Some(answer) => answer.body.len(),
+            None => return status::NOT_FOUND,
+        },
+        GRPC_CALL_MESSAGE => match &caller.data().grpc_message {
+            Some(message) => message.len(),
             None => return status::NOT_FOUND,
         },
         REQUEST_BODY | RESPONSE_BODY => match &caller.data().body {

@@ -4,7 +4,7 @@
 //! Map types: request headers (0) and response headers (2) are the views of the current
 //! callback; trailers (1, 3) are always empty and writes to them are accepted and dropped;
 //! an outbound call's answer (6, its trailers 7: empty) is readable in
-//! `proxy_on_http_call_response`; gRPC maps (4, 5) do not exist (`NOT_FOUND`).
+//! `proxy_on_http_call_response`; gRPC metadata (4, 5, read-only) in the gRPC metadata callbacks.
 //!
 //! Pseudo-headers come first in the pairs: `:authority`, `:path`, `:method`, `:scheme` for
 //! requests (the `host` header is shown as `:authority` only), `:status` for responses.
@@ -25,6 +25,8 @@ const REQUEST_HEADERS: i32 = 0;
 const REQUEST_TRAILERS: i32 = 1;
 const RESPONSE_HEADERS: i32 = 2;
 const RESPONSE_TRAILERS: i32 = 3;
+const GRPC_INITIAL_METADATA: i32 = 4;
+const GRPC_TRAILING_METADATA: i32 = 5;
 const HTTP_CALL_RESPONSE_HEADERS: i32 = 6;
 const HTTP_CALL_RESPONSE_TRAILERS: i32 = 7;
 
@@ -298,6 +300,11 @@ fn target(state: &HostState, map: i32) -> Target {
         HTTP_CALL_RESPONSE_HEADERS if state.call_response.as_ref().is_some_and(|c| c.head.is_some()) => {
             Target::CallResponse
         }
+        GRPC_INITIAL_METADATA | GRPC_TRAILING_METADATA
+            if state.grpc_metadata.as_ref().is_some_and(|(m, _)| *m == map) =>
+        {
+            Target::CallResponse
+        }
         REQUEST_HEADERS | RESPONSE_HEADERS | REQUEST_TRAILERS | RESPONSE_TRAILERS => Target::Empty,
         HTTP_CALL_RESPONSE_HEADERS | HTTP_CALL_RESPONSE_TRAILERS if state.call_response.is_some() => {
             Target::Empty
@@ -306,11 +313,13 @@ fn target(state: &HostState, map: i32) -> Target {
     }
 }
 
+/// The read-only map of the current callback: an outbound call's answer or gRPC metadata.
 fn call_head(state: &HostState) -> &ResponseView {
     state
         .call_response
         .as_ref()
         .and_then(|c| c.head.as_ref())
+        .or(state.grpc_metadata.as_ref().map(|(_, view)| view))
         .expect("checked by target")
 }
 

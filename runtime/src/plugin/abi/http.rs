@@ -1,7 +1,8 @@
 //! Stream control, outbound calls, and calls the host does not support yet:
 //! `proxy_send_local_response`, `proxy_continue_stream`, `proxy_close_stream`, `proxy_done`,
-//! `proxy_set_effective_context`, `proxy_http_call`, gRPC calls, foreign functions,
-//! `proxy_get_status`, metrics.
+//! `proxy_set_effective_context`, `proxy_http_call`, gRPC calls and streams (to `.upstreams`
+//! clusters, delivered by the caller after the callback), `proxy_get_status`, foreign
+//! functions, metrics.
 //!
 //! A local response or a `proxy_continue_stream` applies to the effective context: during a
 //! stream's own callback that is the stream; in `proxy_on_http_call_response` or `proxy_on_tick`
@@ -16,7 +17,11 @@ use parking_lot::Mutex;
 use wasmtime::{Caller, Linker};
 
 use super::headers::deserialize;
-use super::{once, read, status, write_u32, write_u64, Dispatch, HostState};
+use super::{
+    hand_over, once, read, status, write_u32, write_u64, Dispatch, DispatchKind, GrpcOpen, HostState,
+};
+use crate::plugin::grpc;
+use crate::plugin::upstream::GrpcRequest;
 use crate::plugin::view::LocalResponse;
 
 pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -52,22 +57,9 @@ pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap("env", "proxy_http_call", http_call)?;
     linker.func_wrap("env", "proxy_grpc_call", grpc_call)?;
     linker.func_wrap("env", "proxy_grpc_stream", grpc_stream)?;
-    linker.func_wrap(
-        "env",
-        "proxy_grpc_send",
-        |c: Caller<'_, HostState>, _t: i32, _p: i32, _l: i32, _e: i32| {
-            log_grpc(&c);
-            status::NOT_FOUND
-        },
-    )?;
-    linker.func_wrap("env", "proxy_grpc_cancel", |c: Caller<'_, HostState>, _t: i32| {
-        log_grpc(&c);
-        status::NOT_FOUND
-    })?;
-    linker.func_wrap("env", "proxy_grpc_close", |c: Caller<'_, HostState>, _t: i32| {
-        log_grpc(&c);
-        status::NOT_FOUND
-    })?;
+    linker.func_wrap("env", "proxy_grpc_send", grpc_send)?;
+    linker.func_wrap("env", "proxy_grpc_cancel", grpc_cancel)?;
+    linker.func_wrap("env", "proxy_grpc_close", grpc_close)?;
     linker.func_wrap("env", "proxy_get_status", get_status)?;
     linker.func_wrap("env", "proxy_call_foreign_function", foreign_function)?;
     linker.func_wrap("env", "proxy_define_metric", define_metric)?;
@@ -78,7 +70,8 @@ pub(super) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 }
 
 /// Records the local response; the phase then ends with `Verdict::LocalResponse` whatever
-/// the callback returns. A later call in the same callback replaces an earlier one.
+/// the callback returns. A later call in the same callback replaces an earlier one. A
+/// `grpc_status` (not -1) answering a gRPC request adds `grpc-status` and `grpc-message`.
 #[allow(clippy::too_many_arguments)]
 fn send_local_response(
     mut caller: Caller<'_, HostState>,
@@ -89,7 +82,7 @@ fn send_local_response(
     body_len: i32,
     headers_ptr: i32,
     headers_len: i32,
-    _grpc_status: i32,
+    grpc_status: i32,
 ) -> i32 {
     let (Some(details), Some(body), Some(raw_headers)) = (
         read(&mut caller, details_ptr, details_len),
@@ -118,6 +111,24 @@ fn send_local_response(
         }
     }
     let state = caller.data_mut();
+    let grpc_request = state.req.as_ref().is_some_and(|req| {
+        req.headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"))
+    });
+    if grpc_status >= 0 && grpc_request {
+        // As Envoy answers a gRPC client: the status (and the details as its message) in a
+        // trailers-only response.
+        headers.insert("grpc-status", HeaderValue::from(grpc_status));
+        if let Ok(message) = HeaderValue::from_bytes(&details) {
+            if !message.is_empty() {
+                headers.insert("grpc-message", message);
+            }
+        }
+        headers
+            .entry(http::header::CONTENT_TYPE)
+            .or_insert(HeaderValue::from_static("application/grpc"));
+    }
     if bad {
         state.meta.log_once(
             once::BAD_HEADER,
@@ -205,8 +216,7 @@ fn http_call(
     state.dispatched.push(Dispatch {
         ctx,
         token,
-        call,
-        timeout,
+        kind: DispatchKind::Http { call, timeout },
     });
     if write_u32(&mut caller, ret_token, token) {
         status::OK
@@ -237,59 +247,200 @@ fn call_request(pairs: &[(&[u8], &[u8])], body: Vec<u8>) -> Option<http::Request
     Some(request)
 }
 
-fn log_grpc(caller: &Caller<'_, HostState>) {
-    caller.data().meta.log_once(
-        once::GRPC,
-        "gRPC calls are not supported (returned BAD_ARGUMENT / NOT_FOUND)",
+/// Opens a gRPC call (`stream` false: one message, a deadline) or stream to the cluster
+/// `service` names in `.upstreams`, after the callback; returns its token. `PARSE_FAILURE` for
+/// a cluster not there (the Rust SDK panics on `BAD_ARGUMENT` here).
+#[allow(clippy::too_many_arguments)]
+fn open_grpc(
+    caller: &mut Caller<'_, HostState>,
+    (service_ptr, service_len): (i32, i32),
+    (name_ptr, name_len): (i32, i32),
+    (method_ptr, method_len): (i32, i32),
+    (metadata_ptr, metadata_len): (i32, i32),
+    message: Option<(i32, i32)>,
+    timeout_ms: i32,
+    ret_token: i32,
+) -> i32 {
+    let (Some(cluster), Some(service), Some(method), Some(raw_metadata)) = (
+        read(caller, service_ptr, service_len),
+        read(caller, name_ptr, name_len),
+        read(caller, method_ptr, method_len),
+        read(caller, metadata_ptr, metadata_len),
+    ) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    let first = match message {
+        Some((ptr, len)) => match read(caller, ptr, len) {
+            Some(bytes) => Some(Bytes::from(bytes)),
+            None => return status::INVALID_MEMORY_ACCESS,
+        },
+        None => None,
+    };
+    let Some(pairs) = (if raw_metadata.is_empty() {
+        Some(Vec::new())
+    } else {
+        deserialize(&raw_metadata)
+    }) else {
+        return status::SERIALIZATION_FAILURE;
+    };
+    let (outgoing, messages) = tokio::sync::mpsc::unbounded_channel();
+    let unary = first.is_some();
+    if let Some(first) = first {
+        let _ = outgoing.send(first);
+    }
+    let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+    let request = GrpcRequest {
+        service: String::from_utf8_lossy(&service).into_owned(),
+        method: String::from_utf8_lossy(&method).into_owned(),
+        metadata: grpc::metadata(&pairs),
+        messages,
+        timeout: u64::try_from(timeout_ms)
+            .ok()
+            .filter(|ms| unary && *ms > 0)
+            .map(Duration::from_millis),
+    };
+    let meta = caller.data().meta.clone();
+    let cluster = String::from_utf8_lossy(&cluster);
+    let Some(task) = meta.upstreams.0.grpc(&cluster, request, events_tx) else {
+        meta.log_once(
+            once::UNKNOWN_GRPC_UPSTREAM,
+            &format!(
+                "gRPC call to `{cluster}`, which is not in the plugin's `.upstreams` \
+                 (returned PARSE_FAILURE; further ones are not logged)"
+            ),
+        );
+        return status::PARSE_FAILURE;
+    };
+    let state = caller.data_mut();
+    state.last_token = state.last_token.wrapping_add(1).max(1);
+    let token = state.last_token;
+    let ctx = state.effective_context;
+    state.grpc.insert(
+        token,
+        GrpcOpen {
+            ctx,
+            unary,
+            outgoing: (!unary).then_some(outgoing),
+            reply: None,
+        },
     );
-}
-
-#[allow(clippy::too_many_arguments)]
-fn grpc_call(
-    caller: Caller<'_, HostState>,
-    _a: i32,
-    _b: i32,
-    _c: i32,
-    _d: i32,
-    _e: i32,
-    _f: i32,
-    _g: i32,
-    _h: i32,
-    _i: i32,
-    _j: i32,
-    _timeout: i32,
-    _token: i32,
-) -> i32 {
-    log_grpc(&caller);
-    status::BAD_ARGUMENT
-}
-
-#[allow(clippy::too_many_arguments)]
-fn grpc_stream(
-    caller: Caller<'_, HostState>,
-    _a: i32,
-    _b: i32,
-    _c: i32,
-    _d: i32,
-    _e: i32,
-    _f: i32,
-    _g: i32,
-    _h: i32,
-    _token: i32,
-) -> i32 {
-    log_grpc(&caller);
-    status::BAD_ARGUMENT
-}
-
-fn get_status(mut caller: Caller<'_, HostState>, code_ptr: i32, msg_ptr: i32, msg_len: i32) -> i32 {
-    if write_u32(&mut caller, code_ptr, 0)
-        && write_u32(&mut caller, msg_ptr, 0)
-        && write_u32(&mut caller, msg_len, 0)
-    {
+    state.dispatched.push(Dispatch {
+        ctx,
+        token,
+        kind: DispatchKind::Grpc { task, events },
+    });
+    if write_u32(caller, ret_token, token) {
         status::OK
     } else {
         status::INVALID_MEMORY_ACCESS
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn grpc_call(
+    mut caller: Caller<'_, HostState>,
+    service_ptr: i32,
+    service_len: i32,
+    name_ptr: i32,
+    name_len: i32,
+    method_ptr: i32,
+    method_len: i32,
+    metadata_ptr: i32,
+    metadata_len: i32,
+    message_ptr: i32,
+    message_len: i32,
+    timeout_ms: i32,
+    ret_token: i32,
+) -> i32 {
+    open_grpc(
+        &mut caller,
+        (service_ptr, service_len),
+        (name_ptr, name_len),
+        (method_ptr, method_len),
+        (metadata_ptr, metadata_len),
+        Some((message_ptr, message_len)),
+        timeout_ms,
+        ret_token,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn grpc_stream(
+    mut caller: Caller<'_, HostState>,
+    service_ptr: i32,
+    service_len: i32,
+    name_ptr: i32,
+    name_len: i32,
+    method_ptr: i32,
+    method_len: i32,
+    metadata_ptr: i32,
+    metadata_len: i32,
+    ret_token: i32,
+) -> i32 {
+    open_grpc(
+        &mut caller,
+        (service_ptr, service_len),
+        (name_ptr, name_len),
+        (method_ptr, method_len),
+        (metadata_ptr, metadata_len),
+        None,
+        0,
+        ret_token,
+    )
+}
+
+/// Sends a message on a stream; `end_stream` ends its request side.
+fn grpc_send(mut caller: Caller<'_, HostState>, token: i32, ptr: i32, len: i32, end_stream: i32) -> i32 {
+    let Some(message) = read(&mut caller, ptr, len) else {
+        return status::INVALID_MEMORY_ACCESS;
+    };
+    let Some(open) = caller.data_mut().grpc.get_mut(&(token as u32)) else {
+        return status::NOT_FOUND;
+    };
+    let Some(outgoing) = &open.outgoing else {
+        return status::BAD_ARGUMENT;
+    };
+    let _ = outgoing.send(Bytes::from(message));
+    if end_stream != 0 {
+        open.outgoing = None;
+    }
+    status::OK
+}
+
+/// Forgets a call or stream: nothing more is delivered and the exchange stops.
+fn grpc_cancel(mut caller: Caller<'_, HostState>, token: i32) -> i32 {
+    match caller.data_mut().grpc.remove(&(token as u32)) {
+        Some(_) => status::OK,
+        None => status::NOT_FOUND,
+    }
+}
+
+/// Ends a stream's request side (the answer and `proxy_on_grpc_close` still come); a call is
+/// cancelled, as on Envoy.
+fn grpc_close(mut caller: Caller<'_, HostState>, token: i32) -> i32 {
+    let grpc = &mut caller.data_mut().grpc;
+    match grpc.get_mut(&(token as u32)) {
+        None => return status::NOT_FOUND,
+        Some(open) if !open.unary => open.outgoing = None,
+        Some(_) => {
+            grpc.remove(&(token as u32));
+        }
+    }
+    status::OK
+}
+
+/// The status of the last gRPC close (or answer) delivered: code and message.
+fn get_status(
+    mut caller: Caller<'_, HostState>,
+    code_ptr: i32,
+    msg_ptr: i32,
+    msg_len: i32,
+) -> wasmtime::Result<i32> {
+    let (code, message) = caller.data().grpc_status.clone();
+    if !write_u32(&mut caller, code_ptr, code) {
+        return Ok(status::INVALID_MEMORY_ACCESS);
+    }
+    hand_over(&mut caller, message.as_bytes(), msg_ptr, msg_len)
 }
 
 fn foreign_function(

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use wasmtime::{Caller, Engine, Extern, Linker, Memory, Store, TypedFunc};
 
 use super::sandbox::MemoryLimiter;
-use super::upstream::{UpstreamCall, UpstreamSet};
+use super::upstream::{GrpcEvent, UpstreamCall, UpstreamSet, UpstreamTask};
 use super::view::{LocalResponse, RequestView, ResponseView};
 
 mod buffers;
@@ -46,6 +46,7 @@ pub(crate) mod status {
     pub const NOT_FOUND: i32 = 1;
     pub const BAD_ARGUMENT: i32 = 2;
     pub const SERIALIZATION_FAILURE: i32 = 3;
+    pub const PARSE_FAILURE: i32 = 4;
     pub const INVALID_MEMORY_ACCESS: i32 = 6;
     pub const EMPTY: i32 = 7;
     pub const CAS_MISMATCH: i32 = 8;
@@ -62,8 +63,15 @@ pub(crate) struct PluginMeta {
     pub(crate) metrics: Metrics,
     /// The clusters `proxy_http_call` may name.
     pub(crate) upstreams: UpstreamSet,
+    /// Delivers `proxy_on_queue_ready` to this plugin's instances (shared instances only: set
+    /// once the plugin is loaded).
+    pub(crate) queue_listener: std::sync::OnceLock<QueueListener>,
     logged: AtomicU64,
 }
+
+/// Called with a queue id when an item is enqueued on a queue the plugin registered; it must
+/// not run guest code itself (the enqueuing instance is busy in its callback).
+pub(crate) type QueueListener = Arc<dyn Fn(u32) + Send + Sync>;
 
 impl PluginMeta {
     pub(crate) fn new(
@@ -81,6 +89,7 @@ impl PluginMeta {
             vm_config,
             metrics: Default::default(),
             upstreams,
+            queue_listener: std::sync::OnceLock::new(),
             logged: AtomicU64::new(0),
         }
     }
@@ -132,6 +141,29 @@ pub(crate) struct HostState {
     pub(crate) last_error_log: Option<String>,
     /// Values stored by `proxy_set_property`.
     pub(crate) properties: HashMap<String, Vec<u8>>,
+    /// stdout and stderr, logged by line.
+    pub(crate) stdio: wasi::Stdio,
+    /// gRPC calls and streams in flight, by token.
+    pub(crate) grpc: HashMap<u32, GrpcOpen>,
+    /// During `proxy_on_grpc_receive`: the message (buffer 5).
+    pub(crate) grpc_message: Option<Bytes>,
+    /// During `proxy_on_grpc_receive_{initial,trailing}_metadata`: the map type (4 or 5) and
+    /// the metadata (read-only).
+    pub(crate) grpc_metadata: Option<(i32, ResponseView)>,
+    /// The last gRPC status delivered (`proxy_get_status`): code and message.
+    pub(crate) grpc_status: (u32, String),
+}
+
+/// A gRPC call or stream a plugin opened and has not seen closed.
+pub(crate) struct GrpcOpen {
+    /// The context that opened it (the effective one at the time).
+    pub(crate) ctx: u32,
+    /// A call (`proxy_grpc_call`): its answer is delivered whole at the end, as Envoy does.
+    pub(crate) unary: bool,
+    /// A stream's request side, until the plugin ends it.
+    pub(crate) outgoing: Option<tokio::sync::mpsc::UnboundedSender<Bytes>>,
+    /// A call's answer, once it arrived.
+    pub(crate) reply: Option<Bytes>,
 }
 
 impl HostState {
@@ -156,6 +188,11 @@ impl HostState {
             tick_period: None,
             last_error_log: None,
             properties: HashMap::new(),
+            stdio: Default::default(),
+            grpc: HashMap::new(),
+            grpc_message: None,
+            grpc_metadata: None,
+            grpc_status: (0, String::new()),
         }
     }
 }
@@ -221,10 +258,11 @@ impl HostState {
         }
     }
 
-    /// Forgets a finished context: its views and its pause, if any.
+    /// Forgets a finished context: its views, its pause and its gRPC exchanges (which stop).
     pub(crate) fn forget(&mut self, ctx: u32) {
         self.parked.remove(&ctx);
         self.paused.remove(&ctx);
+        self.grpc.retain(|_, open| open.ctx != ctx);
     }
 }
 
@@ -243,13 +281,24 @@ pub(crate) struct Resumption {
 }
 
 /// An outbound call started during a callback: the caller runs it once the callback is over
-/// and delivers the answer with `proxy_on_http_call_response`.
+/// and delivers the answer (`proxy_on_http_call_response`, the gRPC callbacks).
 pub(crate) struct Dispatch {
     /// The context that made the call (the effective one at the time).
     pub(crate) ctx: u32,
     pub(crate) token: u32,
-    pub(crate) call: UpstreamCall,
-    pub(crate) timeout: Duration,
+    pub(crate) kind: DispatchKind,
+}
+
+pub(crate) enum DispatchKind {
+    Http {
+        call: UpstreamCall,
+        timeout: Duration,
+    },
+    /// The exchange's task, and what it reports, for delivery in order.
+    Grpc {
+        task: UpstreamTask,
+        events: tokio::sync::mpsc::UnboundedReceiver<GrpcEvent>,
+    },
 }
 
 /// An outbound call's answer as the plugin reads it: headers (map 6, `:status` included),
@@ -319,21 +368,10 @@ fn linker_names(linker: &Linker<HostState>, engine: &Engine) -> ImportNames {
         .collect()
 }
 
-/// Whether unknown imports from this module get a stub (see `engine::load`).
-pub(crate) fn stub_kind(module: &str, name: &str) -> Option<StubKind> {
-    match module {
-        "env" if name.starts_with("proxy_") => Some(StubKind::Trap),
-        "wasi_snapshot_preview1" | "wasi_unstable" => Some(StubKind::Enosys),
-        _ => None,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StubKind {
-    /// Fails the callback with an ABI error naming the import.
-    Trap,
-    /// Returns WASI `ENOSYS` (all WASI preview1 functions return an errno).
-    Enosys,
+/// Whether an import we do not define is a WASI preview1 function, stubbed to return `ENOSYS`
+/// (see `engine::link`): toolchains import more of WASI than plugins call.
+pub(crate) fn is_wasi(module: &str) -> bool {
+    matches!(module, "wasi_snapshot_preview1" | "wasi_unstable")
 }
 
 // === guest memory helpers ===
@@ -441,11 +479,11 @@ pub(crate) fn hand_over(
 /// Bits for [`PluginMeta::log_once`].
 pub(crate) mod once {
     pub const HTTP_CALL: u64 = 1 << 1;
-    pub const GRPC: u64 = 1 << 2;
     pub const FOREIGN: u64 = 1 << 4;
     pub const PAUSE: u64 = 1 << 5;
     pub const BAD_HEADER: u64 = 1 << 6;
     pub const NO_MAP: u64 = 1 << 7;
     pub const CLOSE_STREAM: u64 = 1 << 9;
     pub const UNKNOWN_UPSTREAM: u64 = 1 << 10;
+    pub const UNKNOWN_GRPC_UPSTREAM: u64 = 1 << 11;
 }

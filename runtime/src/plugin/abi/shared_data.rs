@@ -1,8 +1,9 @@
 //! Shared data (`proxy_get_shared_data`, `proxy_set_shared_data` with compare-and-swap),
 //! process-wide: every plugin and every instance see the same key space (Envoy scopes it
 //! per VM id; we have one VM per process). Shared queues (`proxy_register/resolve/enqueue/
-//! dequeue_shared_queue`), process-wide and named per VM id: any instance may enqueue, the
-//! consumer dequeues (from `proxy_on_tick`; `proxy_on_queue_ready` is not delivered).
+//! dequeue_shared_queue`), process-wide and named per VM id: any instance may enqueue; the
+//! plugin that registered a queue last is told of each item (`proxy_on_queue_ready`, as on
+//! Envoy) and dequeues, then or from `proxy_on_tick`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,7 +12,7 @@ use std::sync::LazyLock;
 use parking_lot::Mutex;
 use wasmtime::{Caller, Linker};
 
-use super::{hand_over, read, status, write_u32, HostState};
+use super::{hand_over, read, status, write_u32, HostState, QueueListener};
 
 /// The total size of keys and values the store accepts; a set past it fails with
 /// `INTERNAL_FAILURE` (the Rust SDK then panics, so the plugin fails, not the proxy).
@@ -121,6 +122,8 @@ struct Queues {
     /// (VM id, queue name) -> queue id.
     ids: HashMap<(String, Vec<u8>), u32>,
     items: HashMap<u32, VecDeque<Vec<u8>>>,
+    /// Queue id -> the plugin that registered it last.
+    listeners: HashMap<u32, QueueListener>,
 }
 
 static QUEUES: LazyLock<Mutex<Queues>> = LazyLock::new(Default::default);
@@ -130,15 +133,20 @@ fn register_queue(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, ret_id:
     let Some(name) = read(&mut caller, ptr, len) else {
         return status::INVALID_MEMORY_ACCESS;
     };
-    let vm_id = caller.data().meta.vm_id.clone();
+    let meta = &caller.data().meta;
+    let (vm_id, listener) = (meta.vm_id.clone(), meta.queue_listener.get().cloned());
     let id = {
         let mut queues = QUEUES.lock();
         let queues = &mut *queues;
-        *queues.ids.entry((vm_id, name)).or_insert_with(|| {
+        let id = *queues.ids.entry((vm_id, name)).or_insert_with(|| {
             let id = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
             queues.items.insert(id, VecDeque::new());
             id
-        })
+        });
+        if let Some(listener) = listener {
+            queues.listeners.insert(id, listener);
+        }
+        id
     };
     if write_u32(&mut caller, ret_id, id) {
         status::OK
@@ -188,14 +196,19 @@ fn enqueue(mut caller: Caller<'_, HostState>, id: i32, ptr: i32, len: i32) -> i3
     let Some(item) = read(&mut caller, ptr, len) else {
         return status::INVALID_MEMORY_ACCESS;
     };
-    match QUEUES.lock().items.get_mut(&(id as u32)) {
-        None => status::NOT_FOUND,
-        Some(items) => {
-            if items.len() >= MAX_QUEUE_ITEMS {
-                items.pop_front();
-            }
-            items.push_back(item);
-            status::OK
+    let listener = {
+        let mut queues = QUEUES.lock();
+        let Some(items) = queues.items.get_mut(&(id as u32)) else {
+            return status::NOT_FOUND;
+        };
+        if items.len() >= MAX_QUEUE_ITEMS {
+            items.pop_front();
         }
+        items.push_back(item);
+        queues.listeners.get(&(id as u32)).cloned()
+    };
+    if let Some(listener) = listener {
+        listener(id as u32);
     }
+    status::OK
 }

@@ -104,19 +104,78 @@ fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32
             text.extend_from_slice(buf);
         }
     }
-    let msg = String::from_utf8_lossy(&text);
-    let msg = msg.trim_end_matches('\n');
-    if !msg.is_empty() {
-        emit(&caller.data().meta.name, if fd == 1 { 2 } else { 3 }, msg);
-        if fd == 2 {
-            // A Go plugin's panic goes to stderr before proc_exit: quote it in the trap.
-            caller.data_mut().last_error_log = Some(truncate(msg, 300));
-        }
+    let state = caller.data_mut();
+    state.stdio.write(&state.meta.name, fd, &text);
+    if fd == 2 {
+        // A Go plugin's panic goes to stderr (a few bytes per write) before proc_exit: quote
+        // what the callback wrote there in the trap.
+        state.last_error_log = Some(truncate(&state.stdio.stderr_quote(), 300));
     }
     if write_u32(&mut caller, nwritten, text.len() as u32) {
         SUCCESS
     } else {
         EFAULT
+    }
+}
+
+/// What a guest writes to stdout and stderr, logged a line at a time: the Go runtime writes a
+/// panic a few bytes per `fd_write`.
+#[derive(Default)]
+pub(crate) struct Stdio {
+    /// Text after the last newline, per stream (stdout, stderr).
+    partial: [Vec<u8>; 2],
+    /// What the current callback wrote to stderr, at most [`STDERR_QUOTE`] bytes.
+    stderr: String,
+}
+
+/// Longest partial line kept before it is logged as it is.
+const MAX_LINE: usize = 4096;
+const STDERR_QUOTE: usize = 1024;
+
+impl Stdio {
+    fn write(&mut self, plugin: &str, fd: i32, bytes: &[u8]) {
+        let stream = usize::from(fd == 2);
+        let partial = &mut self.partial[stream];
+        partial.extend_from_slice(bytes);
+        while let Some(end) = partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = partial.drain(..=end).collect();
+            log_line(plugin, stream, &line);
+        }
+        if partial.len() > MAX_LINE {
+            log_line(plugin, stream, &std::mem::take(partial));
+        }
+        if stream == 1 {
+            let text = String::from_utf8_lossy(bytes);
+            let mut room = STDERR_QUOTE.saturating_sub(self.stderr.len()).min(text.len());
+            while !text.is_char_boundary(room) {
+                room -= 1;
+            }
+            self.stderr.push_str(&text[..room]);
+        }
+    }
+
+    /// What the current callback wrote to stderr, on one line.
+    pub(crate) fn stderr_quote(&self) -> String {
+        self.stderr.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// After a callback: logs the lines it left unfinished and forgets its stderr text.
+    pub(crate) fn end_callback(&mut self, plugin: &str) {
+        for stream in 0..2 {
+            if !self.partial[stream].is_empty() {
+                log_line(plugin, stream, &std::mem::take(&mut self.partial[stream]));
+            }
+        }
+        self.stderr.clear();
+    }
+}
+
+/// stdout at info level, stderr at warn.
+fn log_line(plugin: &str, stream: usize, line: &[u8]) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end();
+    if !text.is_empty() {
+        emit(plugin, if stream == 0 { 2 } else { 3 }, text);
     }
 }
 

@@ -1,0 +1,45 @@
+//! The example plugins of `examples/plugins/`, built by its `build.sh` once per test binary,
+//! and paths to them and to the WAT sandbox plugins.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins")
+}
+
+/// Builds the example plugins once per test run and returns `dist/` with what `build.sh`
+/// printed. The test command installs the wasm32-wasip1 target (`.ci/run`), so a failed build
+/// fails the tests.
+pub fn built() -> &'static (PathBuf, String) {
+    static BUILT: OnceLock<(PathBuf, String)> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(examples().join("build.sh"))
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .output()
+            .expect("run examples/plugins/build.sh");
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "examples/plugins/build.sh failed:\n{log}");
+        (examples().join("dist"), log)
+    })
+}
+
+pub fn dist() -> PathBuf {
+    built().0.clone()
+}
+
+pub fn wat(name: &str) -> String {
+    examples().join("wat").join(name).display().to_string()
+}
+
+pub fn wasm(name: &str) -> String {
+    dist().join(name).display().to_string()
+}
