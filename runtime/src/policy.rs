@@ -112,6 +112,7 @@ pub fn load_plugins(
         .collect()
 }
 
+                .vm_id(&decl.vm_id)
 /// A plugin's `.upstreams`: each cluster with the declared backend it names.
 fn plugin_upstreams(
     program: &Program,

@@ -49,6 +49,7 @@ const PLUGIN_ATTRS: &[&str] = &[
     "on_error",
     "isolation",
     "root_id",
+    "vm_id",
     "vm_config",
     "upstreams",
     "max_body",
@@ -454,6 +455,7 @@ pub(crate) fn plugin(sink: &mut Sink, d: &PluginDef) -> PluginDecl {
         on_error: OnError::default(),
         isolation: PluginIsolation::default(),
         root_id: String::new(),
+        vm_id: String::new(),
         vm_config: String::new(),
         upstreams: Vec::new(),
         max_body: None,
@@ -518,6 +520,7 @@ pub(crate) fn plugin(sink: &mut Sink, d: &PluginDef) -> PluginDecl {
                 }
             }
             "root_id" => p.root_id = expect_string(sink, a).unwrap_or_default(),
+            "vm_id" => p.vm_id = expect_string(sink, a).unwrap_or_default(),
             "vm_config" => match &a.value {
                 AttrValue::Strings(v) => p.vm_config = v.iter().map(|(s, _)| s.as_str()).collect(),
                 _ => p.vm_config = expect_string(sink, a).unwrap_or_default(),

@@ -284,6 +284,7 @@ mod tests {
                     isolation: PluginIsolation::Shared,
                     root_id: String::new(),
                     vm_config: String::new(),
+                    vm_id: String::new(),
                     upstreams: Vec::new(),
                     max_body: None,
                 },
@@ -296,6 +297,7 @@ mod tests {
     }
 
     #[test]
+                    vm_id: String::new(),
     fn plugin_paths_resolve_against_the_declaring_file() {
         use std::path::Path;
         struct Mem;
@@ -307,6 +309,7 @@ mod tests {
                 };
                 let text = match name.as_str() {
                     "/etc/edge/main.vcl" => {
+                    vm_id: String::new(),
                         "vcl 4.1;\nbackend default { .host = \"h\"; }\ninclude \"lib/auth.vcl\";\n\
                          plugin top { .path = \"top.wasm\"; }\n\
                          sub vcl_deliver { plugin.response(top); }\n"

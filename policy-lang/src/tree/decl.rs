@@ -110,6 +110,10 @@ pub struct PluginDecl {
     /// `plugin_root_id`; the AssemblyScript SDK picks its root context by it).
     /// `""` when not given.
     pub root_id: String,
+    /// `.vm_id`: the plugin's VM id (Envoy's `vm_config.vm_id`, property `plugin_vm_id`): the
+    /// namespace of the shared queues it registers, which other plugins resolve by it.
+    /// `""` when not given.
+    pub vm_id: String,
     /// `.vm_config`: the VM configuration bytes handed to `proxy_on_vm_start`
     /// (`""` when not given).
     pub vm_config: String,

@@ -200,6 +200,11 @@ impl PluginSpec {
         self
     }
 
+    pub fn vm_id(mut self, vm_id: impl Into<String>) -> Self {
+        self.vm_id = vm_id.into();
+        self
+    }
+
     pub fn isolation(mut self, isolation: Isolation) -> Self {
         self.isolation = isolation;
         self
