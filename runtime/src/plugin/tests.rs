@@ -872,3 +872,65 @@ fn lifecycle_cost() {
         println!("{name}: whole lifecycle {best:?} per request (incl. building the views)");
     }
 }
+
+#[test]
+fn compress_and_uncompress_are_offered_as_envoy_foreign_functions() {
+    let host = host();
+    // Compresses "hello world!", writes the compressed length as two digits to `x-z-len`, then
+    // uncompresses the result into `x-round-trip`; an unknown function's status goes to
+    // `x-unknown` as a digit.
+    let module = r#"(module
+  (import "env" "proxy_call_foreign_function" (func $ff (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "compress")
+  (data (i32.const 32) "uncompress")
+  (data (i32.const 48) "hello world!")
+  (data (i32.const 64) "x-z-len")
+  (data (i32.const 80) "x-round-trip")
+  (data (i32.const 96) "x-unknown")
+  (data (i32.const 112) "nope")
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
+    (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
+    (local.get $p))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (local $len i32)
+    (if (call $ff (i32.const 16) (i32.const 8) (i32.const 48) (i32.const 12) (i32.const 200) (i32.const 204))
+      (then unreachable))
+    (local.set $len (i32.load (i32.const 204)))
+    (i32.store8 (i32.const 300) (i32.add (i32.const 48) (i32.div_u (local.get $len) (i32.const 10))))
+    (i32.store8 (i32.const 301) (i32.add (i32.const 48) (i32.rem_u (local.get $len) (i32.const 10))))
+    (drop (call $add (i32.const 0) (i32.const 64) (i32.const 7) (i32.const 300) (i32.const 2)))
+    (if (call $ff (i32.const 32) (i32.const 10) (i32.load (i32.const 200)) (local.get $len) (i32.const 208) (i32.const 212))
+      (then unreachable))
+    (drop (call $add (i32.const 0) (i32.const 80) (i32.const 12) (i32.load (i32.const 208)) (i32.load (i32.const 212))))
+    (i32.store8 (i32.const 302) (i32.add (i32.const 48)
+      (call $ff (i32.const 112) (i32.const 4) (i32.const 48) (i32.const 12) (i32.const 216) (i32.const 220))))
+    (drop (call $add (i32.const 0) (i32.const 96) (i32.const 9) (i32.const 302) (i32.const 1)))
+    (i32.const 0))
+)"#;
+    let plugin = host
+        .load(&PluginSpec::new(
+            "foreign",
+            write_temp("foreign.wat", module.as_bytes()).to_path_buf(),
+        ))
+        .unwrap();
+    let mut req = request("/", &[]);
+    assert_eq!(
+        plugin.stream().on_request_headers(&mut req).unwrap(),
+        Verdict::Continue
+    );
+    // zlib at the default level, as Envoy's `compress` (the Go SDK example's expected output:
+    // 789ccb48cdc9c95728cf2fca495104001e89047e, 20 bytes).
+    assert_eq!(req.headers["x-z-len"], "20");
+    assert_eq!(req.headers["x-round-trip"], "hello world!");
+    assert_eq!(
+        req.headers["x-unknown"], "1",
+        "NOT_FOUND for a function not offered"
+    );
+}

@@ -443,20 +443,57 @@ fn get_status(
     hand_over(&mut caller, message.as_bytes(), msg_ptr, msg_len)
 }
 
+/// The largest output `uncompress` produces (a zlib bomb fails the call instead).
+const MAX_UNCOMPRESSED: u64 = 16 << 20;
+
+/// Envoy's foreign functions that make sense here: `compress` and `uncompress` (zlib, as
+/// Envoy's). Others: `NOT_FOUND`, logged once.
 fn foreign_function(
-    caller: Caller<'_, HostState>,
-    _np: i32,
-    _nl: i32,
-    _ap: i32,
-    _al: i32,
-    _rp: i32,
-    _rl: i32,
-) -> i32 {
-    caller.data().meta.log_once(
-        once::FOREIGN,
-        "foreign functions are not supported (returned NOT_FOUND)",
-    );
-    status::NOT_FOUND
+    mut caller: Caller<'_, HostState>,
+    name_ptr: i32,
+    name_len: i32,
+    args_ptr: i32,
+    args_len: i32,
+    ret_ptr: i32,
+    ret_len: i32,
+) -> wasmtime::Result<i32> {
+    use std::io::{Read, Write};
+    let (Some(name), Some(args)) = (
+        read(&mut caller, name_ptr, name_len),
+        read(&mut caller, args_ptr, args_len),
+    ) else {
+        return Ok(status::INVALID_MEMORY_ACCESS);
+    };
+    let result = match name.as_slice() {
+        b"compress" => {
+            let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(&args).and_then(|()| encoder.finish()).ok()
+        }
+        b"uncompress" => {
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(args.as_slice())
+                .take(MAX_UNCOMPRESSED + 1)
+                .read_to_end(&mut out)
+                .ok()
+                .filter(|_| out.len() as u64 <= MAX_UNCOMPRESSED)
+                .map(|_| out)
+        }
+        _ => {
+            caller.data().meta.log_once(
+                once::FOREIGN,
+                &format!(
+                    "foreign function `{}` is not offered (returned NOT_FOUND; edgecache offers compress and uncompress)",
+                    String::from_utf8_lossy(&name)
+                ),
+            );
+            return Ok(status::NOT_FOUND);
+        }
+    };
+    match result {
+        Some(bytes) => hand_over(&mut caller, &bytes, ret_ptr, ret_len),
+        // Envoy answers a failed (un)compression with SERIALIZATION_FAILURE.
+        None => Ok(status::SERIALIZATION_FAILURE),
+    }
 }
 
 // === metrics: kept per plugin (all its instances), exported on /metrics ===
