@@ -12,6 +12,7 @@ use edgecache_runtime::config::{
     CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
 };
 use edgecache_runtime::{Config, ConfigError};
+use policy_lang::PolicyFormat;
 
 /// `--version`: the release, the commit and the build profile (stamped by build.rs).
 const VERSION: &str = concat!(
@@ -41,7 +42,14 @@ enum Command {
         /// declare (subs, ACLs, backends, objects, imports) are notes, not errors.
         #[arg(long)]
         fragment: bool,
-        /// Policy files (VCL subset).
+        /// Print the VCL policy equivalent to each `.htaccess` rewrite rules file on stdout
+        /// (load it with -f: it behaves the same); diagnostics go to stderr.
+        #[arg(long, conflicts_with = "fragment")]
+        explain: bool,
+        /// How the files are written: vcl or rewrite (.htaccess rules). Default: by file name.
+        #[arg(long = "policy-format", value_name = "vcl|rewrite")]
+        policy_format: Option<PolicyFormat>,
+        /// Policy files (VCL subset, or `.htaccess` rewrite rules).
         #[arg(required = true, value_name = "FILE.vcl")]
         files: Vec<PathBuf>,
     },
@@ -182,7 +190,7 @@ struct ServeArgs {
     /// of the system's trusted roots.
     #[arg(long = "backend-ca", value_name = "FILE")]
     backend_ca: Option<PathBuf>,
-    /// Policy file (VCL subset).
+    /// Policy file (VCL subset, or `.htaccess` LiteSpeed / Apache rewrite rules).
     #[arg(short = 'f', long = "policy", value_name = "FILE.vcl")]
     policy: Option<PathBuf>,
     /// Cache size in bytes; k/m/g suffixes, or as varnishd's -s: malloc,SIZE, default,SIZE,
@@ -207,6 +215,10 @@ struct ServeArgs {
     /// Worker threads. Default: one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// How the policy file is written: vcl or rewrite (LiteSpeed / Apache `.htaccess` rules).
+    /// Default: by file name (`.htaccess`, `*.htaccess` are rewrite rules).
+    #[arg(long = "policy-format", value_name = "vcl|rewrite")]
+    policy_format: Option<PolicyFormat>,
     /// Settings file (TOML); flags given on the command line win.
     #[arg(long = "config", value_name = "FILE.toml")]
     config: Option<PathBuf>,
@@ -529,6 +541,7 @@ impl ServeArgs {
             self.max_request_head.map(bytes),
         );
         set(&mut config.h2_limits.rapid_reset_limit, self.h2_rapid_reset_limit);
+        set(&mut config.policy_format, self.policy_format.map(Some));
         set(
             &mut config.h2_limits.rapid_reset_period,
             self.h2_rapid_reset_period,
@@ -776,10 +789,6 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Demo { listen }) => demo(listen),
         Some(Command::Check {
-            fragment: false,
-            files,
-        }) => check(&files),
-        Some(Command::Check {
             fragment: true,
             files,
         }) => check_fragments(&files),
@@ -814,7 +823,17 @@ fn serve(mut args: ServeArgs) -> ExitCode {
         Ok(pid_file) => pid_file,
         Err(error) => {
             eprintln!("edgecache: {error}");
+            ..
             return ExitCode::from(2);
+        Some(Command::Check {
+            explain: true,
+            policy_format,
+            files,
+            ..
+        }) => explain(&files, policy_format),
+        Some(Command::Check {
+            policy_format, files, ..
+        }) => check(&files, policy_format),
         }
     };
     let result = edgecache_runtime::run(config, |addresses| {
@@ -931,10 +950,10 @@ impl Drop for PidFile {
     }
 }
 
-fn check(files: &[PathBuf]) -> ExitCode {
+fn check(files: &[PathBuf], format: Option<PolicyFormat>) -> ExitCode {
     let mut failed = false;
     for file in files {
-        match edgecache_runtime::policy::load(file, &Default::default()) {
+        match edgecache_runtime::policy::load(file, format, &Default::default()) {
             Ok(program) => {
                 if let Some(warnings) = program.warnings() {
                     eprint!("{}", warnings.render());
@@ -999,6 +1018,38 @@ fn admin(args: AdminArgs) -> ExitCode {
     };
     let (method, target, body) = match args.action {
         AdminAction::Status => ("GET", "/status".to_string(), String::new()),
+/// `check --explain`: the VCL of each rewrite rules file on stdout, so that
+/// `edgecache check --explain site.htaccess > site.vcl` is the move to VCL.
+fn explain(files: &[PathBuf], format: Option<PolicyFormat>) -> ExitCode {
+    let mut failed = false;
+    for file in files {
+        let name = file.display().to_string();
+        if format.unwrap_or_else(|| PolicyFormat::of_path(&name)) == PolicyFormat::Vcl {
+            eprintln!("edgecache check --explain: {name} is VCL already (--explain prints the VCL of `.htaccess` rewrite rules; --policy-format rewrite reads another name as rules)");
+            failed = true;
+            continue;
+        }
+        match edgecache_runtime::policy::explain_rewrite(file, &Default::default()) {
+            Ok((program, vcl)) => {
+                if let Some(warnings) = program.warnings() {
+                    eprint!("{}", warnings.render());
+                }
+                print!("{vcl}");
+            }
+            Err(diagnostics) => {
+                eprint!("{}", diagnostics.render());
+                eprintln!("{name}: {} error(s)", diagnostics.error_count());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
         AdminAction::Stats => ("GET", "/stats".to_string(), String::new()),
         AdminAction::Metrics => ("GET", "/metrics".to_string(), String::new()),
         AdminAction::Backends => ("GET", "/backends".to_string(), String::new()),

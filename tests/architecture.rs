@@ -26,6 +26,8 @@ const POLICY_LANG: &[(&str, &[&str])] = &[
     ("tree", &["vocab", "diagnostics"]),
     ("grammar", &["diagnostics"]),
     ("ast", &["grammar", "vocab", "diagnostics"]),
+    // The second front end: `.htaccess` rules written out as VCL source for the pipeline.
+    ("rewrite", &["vocab", "diagnostics"]),
     ("ban", &["vocab", "diagnostics"]),
     ("check", &["ast", "tree", "vocab", "diagnostics"]),
     ("compile", &["tree", "vocab", "diagnostics"]),

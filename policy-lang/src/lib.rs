@@ -55,6 +55,7 @@ mod eval;
 mod fragment;
 mod grammar;
 mod host_values;
+mod rewrite;
 mod tree;
 mod vocab;
 
@@ -138,6 +139,83 @@ pub fn load_str(name: &str, text: &str) -> Result<Program, Diagnostics> {
     expand(id, &mut sm, &mut sink, None, &mut stack, &mut decls);
     require_version_line(id, &decls, &mut sink);
     finish(sm, sink, decls, None)
+}
+
+/// How a policy file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyFormat {
+    /// VCL 4.1.
+    Vcl,
+    /// LiteSpeed / Apache `.htaccess` rewrite rules, read as the VCL [`explain_rewrite`] gives.
+    Rewrite,
+}
+
+impl PolicyFormat {
+    /// By file name: `.htaccess` and `NAME.htaccess` are rewrite rules, any other file VCL.
+    pub fn of_path(path: &str) -> PolicyFormat {
+        let file = path.rsplit('/').next().unwrap_or(path);
+        match file.ends_with(".htaccess") {
+            true => PolicyFormat::Rewrite,
+            false => PolicyFormat::Vcl,
+        }
+    }
+}
+
+/// The `--policy-format` spelling: `vcl` or `rewrite`.
+impl std::str::FromStr for PolicyFormat {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<PolicyFormat, String> {
+        match name {
+            "vcl" => Ok(PolicyFormat::Vcl),
+            "rewrite" => Ok(PolicyFormat::Rewrite),
+            other => Err(format!("`{other}` is not vcl or rewrite")),
+        }
+    }
+}
+
+/// Loads the rewrite rules file `entry` (`.htaccess`): read and written as VCL by the rewrite
+/// front end, then checked and compiled as that VCL. Diagnostics point into `entry`; the
+/// program's sources (what a reload watches) start with it.
+pub fn load_rewrite(entry: &str, loader: &dyn SourceLoader) -> Result<Program, Diagnostics> {
+    explain_rewrite(entry, loader).map(|(program, _)| program)
+}
+
+/// The rewrite rules file `entry` loaded as [`load_rewrite`] loads it, and the VCL policy
+/// equivalent to it (`edgecache check --explain`).
+pub fn explain_rewrite(entry: &str, loader: &dyn SourceLoader) -> Result<(Program, String), Diagnostics> {
+    let mut sm = SourceMap::new();
+    let mut sink = Sink::default();
+    let mut decls = Vec::new();
+    let mut written = String::new();
+    if let Some((name, vcl)) = rewrite_entry(entry, loader, &mut sm, &mut sink) {
+        let id = sm.add(format!("{name} (as VCL)"), vcl.clone());
+        if let Some(module) = ast::lower::parse_file(id, &vcl, &mut sink) {
+            decls = module.decls;
+        }
+        written = vcl;
+    }
+    finish(sm, sink, decls, Some(loader)).map(|program| (program, written))
+}
+
+/// Reads the rules file `entry` into `sm`: its canonical name and its VCL, or `None` after
+/// reporting why not.
+fn rewrite_entry(
+    entry: &str,
+    loader: &dyn SourceLoader,
+    sm: &mut SourceMap,
+    sink: &mut Sink,
+) -> Option<(String, String)> {
+    match loader.load(entry, None) {
+        Ok((name, text)) => {
+            let id = sm.add(name.clone(), text.clone());
+            rewrite::to_vcl(id, &name, &text, sink).map(|vcl| (name, vcl))
+        }
+        Err(e) => {
+            sink.push(unreadable_entry(sm, entry, &e));
+            None
+        }
+    }
 }
 
 /// As Varnish: the policy file starts with its version line (an empty or truncated file is

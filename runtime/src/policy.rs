@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use policy_lang::{Diagnostics, PluginIsolation, Program, SourceLoader};
+use policy_lang::{Diagnostics, PluginIsolation, PolicyFormat, Program, SourceLoader};
 
 use crate::backend::Backend;
 use crate::dns::Resolver;
@@ -66,10 +66,21 @@ impl SourceLoader for FileLoader<'_> {
     }
 }
 
-/// Parses, checks and compiles the policy at `path`; ACL host names are looked up with
-/// `resolver`.
-pub fn load(path: &Path, resolver: &Resolver) -> Result<Program, Diagnostics> {
-    policy_lang::load(&path.display().to_string(), &FileLoader { resolver })
+/// Parses, checks and compiles the policy at `path`, written in `format` (`None`: as its name
+/// says, see [`PolicyFormat::of_path`]); ACL host names are looked up with `resolver`.
+pub fn load(path: &Path, format: Option<PolicyFormat>, resolver: &Resolver) -> Result<Program, Diagnostics> {
+    let name = path.display().to_string();
+    let loader = FileLoader { resolver };
+    match format.unwrap_or_else(|| PolicyFormat::of_path(&name)) {
+        PolicyFormat::Vcl => policy_lang::load(&name, &loader),
+        PolicyFormat::Rewrite => policy_lang::load_rewrite(&name, &loader),
+    }
+}
+
+/// The rewrite rules at `path` loaded, and the VCL policy equivalent to them (`edgecache check
+/// --explain`).
+pub fn explain_rewrite(path: &Path, resolver: &Resolver) -> Result<(Program, String), Diagnostics> {
+    policy_lang::explain_rewrite(&path.display().to_string(), &FileLoader { resolver })
 }
 
 /// Checks the include fragment at `path` on its own (`edgecache check --fragment`): names

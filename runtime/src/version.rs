@@ -53,13 +53,15 @@ impl Version {
     pub fn load(config: &Config, generation: u64, previous: Option<&Version>) -> Result<Version, StartError> {
         let (policy, source) = match &config.policy {
             Some(path) => {
-                let program =
-                    policy::load(path, &Resolver::new(config.hosts_file.clone())).map_err(|diagnostics| {
-                        StartError::Policy {
-                            path: path.display().to_string(),
-                            rendered: diagnostics.render(),
-                        }
-                    })?;
+                let program = policy::load(
+                    path,
+                    config.policy_format,
+                    &Resolver::new(config.hosts_file.clone()),
+                )
+                .map_err(|diagnostics| StartError::Policy {
+                    path: path.display().to_string(),
+                    rendered: diagnostics.render(),
+                })?;
                 // Plugin files are watched with the policy: rebuilding a plugin reloads it.
                 let files = program
                     .sources()

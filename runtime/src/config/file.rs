@@ -4,6 +4,7 @@
 //! listen = ["127.0.0.1:8080"]
 //! backend = "127.0.0.1:9000"
 //! policy = "examples/default.vcl"
+//! policy_format = "vcl"             # or "rewrite" (.htaccess rules); default: by file name
 //! cache_size = "256m"
 //! max_object_size = "16m"
 //! cache_admission = "lru"           # or "tinylfu" (refuses most large objects into a full cache)
@@ -103,6 +104,7 @@ pub struct FileConfig {
     policy: Option<PathBuf>,
     cache_size: Option<Quantity>,
     max_object_size: Option<Quantity>,
+    policy_format: Option<String>,
     cache_admission: Option<String>,
     finish_abandoned_fills: Option<Quantity>,
     default_ttl: Option<Quantity>,
@@ -234,6 +236,12 @@ impl FileConfig {
         size(
             "max_object_size",
             self.max_object_size,
+        if let Some(format) = self.policy_format {
+            config.policy_format =
+                Some(format.parse().map_err(|problem| {
+                    ConfigError::new("policy_format", problem, "\"vcl\" or \"rewrite\"")
+                })?);
+        }
             &mut config.max_object_size,
         )?;
         if let Some(admission) = self.cache_admission {

@@ -288,6 +288,10 @@ pub struct Config {
     pub backend_ca: Option<PathBuf>,
     /// Policy file (`*.vcl`); `None` runs Varnish's builtin behaviour.
     pub policy: Option<PathBuf>,
+    /// `--policy-format`: how the policy file is written, VCL or `.htaccess` rewrite rules.
+    /// Default `None`: by its name (`.htaccess` and `*.htaccess` are rewrite rules, any other
+    /// file VCL).
+    pub policy_format: Option<policy_lang::PolicyFormat>,
     /// Cache capacity in bytes (headers + body of every object). Default 256 MiB.
     pub cache_size: u64,
     /// Largest object stored; larger responses stream through: a body without
@@ -440,6 +444,7 @@ impl Default for Config {
             threads: None,
             timeouts: BackendTimeouts::default(),
             client_timeouts: ClientTimeouts::default(),
+            policy_format: None,
             max_connections: 10_000,
             pipe_timeout: Duration::from_secs(60),
             max_pipes: 5_000,
