@@ -11,9 +11,9 @@
 //! index's lock, and nothing here runs on a hit.
 //!
 //! The index holds each object weakly (by the address of its allocation, which a `Weak` keeps
-//! from being reused): it never keeps an evicted body alive. What a purge finds is checked
-//! against the store before it counts, so an entry left behind by two inserts racing for one
-//! cache key is only dropped, never counted.
+//! from being reused): it never keeps an evicted body alive. The store replaces a key's
+//! variants atomically, so every object it drops is forgotten here; a purge still checks what
+//! it finds against the store (an insert may be under way), and counts only what it removed.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

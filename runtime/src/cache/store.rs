@@ -145,21 +145,28 @@ impl Store {
 
     /// Stores an object fetched under `rule`, replacing the variant with the same fingerprint.
     /// Objects of a different `Vary` rule replace the whole set, as the origin changed its mind.
+    ///
+    /// One key's variant set is read and replaced atomically (moka's compute), so two inserts
+    /// racing for a key keep both variants, and the variants a replacement drops are exactly
+    /// the ones the key index forgets.
     pub fn insert(&self, key: CacheKey, rule: VaryRule, object: Arc<CachedObject>) {
-        let previous = self.objects.get(&key);
-        let (mut objects, mut dropped) = (Vec::new(), Vec::new());
-        for existing in previous.iter().flat_map(|previous| &previous.objects) {
-            let kept = previous.as_ref().is_some_and(|previous| previous.rule == rule)
-                && existing.head.variant != object.head.variant;
-            if kept { &mut objects } else { &mut dropped }.push(existing.clone());
-        }
-        if objects.len() >= MAX_VARIANTS {
-            dropped.push(objects.remove(0));
-        }
+        use moka::ops::compute::Op;
+        let mut dropped = Vec::new();
         self.keys.insert(&key, &object);
-        objects.push(object);
-        let variants = Variants::new(&key, rule, objects);
-        self.objects.insert(key, Arc::new(variants));
+        self.objects.entry_by_ref(&key).and_compute_with(|previous| {
+            let previous = previous.map(|entry| entry.into_value());
+            let mut objects = Vec::new();
+            for existing in previous.iter().flat_map(|previous| &previous.objects) {
+                let kept = previous.as_ref().is_some_and(|previous| previous.rule == rule)
+                    && existing.head.variant != object.head.variant;
+                if kept { &mut objects } else { &mut dropped }.push(existing.clone());
+            }
+            if objects.len() >= MAX_VARIANTS {
+                dropped.push(objects.remove(0));
+            }
+            objects.push(object.clone());
+            Op::Put(Arc::new(Variants::new(&key, rule, objects)))
+        });
         self.keys.remove(&dropped);
     }
 
