@@ -98,22 +98,12 @@ sub vcl_backend_fetch {
 }
 
 sub vcl_backend_response {
-    if (beresp.status != 206 && beresp.status != 416) {
-        unset beresp.http.Content-Range;
-    }
-    if (bereq.uncacheable) {
-        return (deliver);
-    }
-    # Hit-for-miss: remember for 2 minutes that this object is uncacheable.
-    if (beresp.ttl <= 0s ||
-      beresp.http.Set-Cookie ||
-      beresp.http.Surrogate-Control ~ "(?i)no-store" ||
-      (!beresp.http.Surrogate-Control &&
-        beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)") ||
-      beresp.http.Vary == "*") {
-        set beresp.ttl = 120s;
-        set beresp.uncacheable = true;
-    }
+    # Which responses are stored is decided by vcl_builtin_backend_response, which runs
+    # edgecache's storage rules natively (the same as without a policy, RFC 9111 §3): no-store,
+    # private, Vary: *, Set-Cookie, Surrogate-Control: no-store, or nothing left to use (no
+    # freshness, no validator, no stale window) make the response hit-for-miss for 120s;
+    # Content-Range is removed from responses other than 206 and 416.
+    call vcl_builtin_backend_response;
     return (deliver);
 }
 

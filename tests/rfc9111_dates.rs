@@ -65,7 +65,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn expires_in_another_zone_is_already_expired() {
         let now = SystemTime::now();
         let utc = http_date(now + Duration::from_secs(3600)).replace("GMT", "UTC");

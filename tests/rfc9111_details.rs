@@ -270,7 +270,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn connection_named_fields_are_neither_forwarded_nor_stored() {
         let origin = Origin::start(|request| {
             if request.headers().contains_key("if-none-match") {

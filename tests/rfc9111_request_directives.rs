@@ -83,7 +83,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn max_stale_accepts_a_stale_object_unless_the_response_forbids_it() {
         let origin = origin().await;
         let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
@@ -141,7 +140,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn only_if_cached() {
         let origin = origin().await;
         let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
@@ -162,7 +160,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn ignore_request_cache_control_disables_all_of_them() {
         let origin = origin().await;
         let (proxy, addr) = start_proxy(origin.addr, |config| {

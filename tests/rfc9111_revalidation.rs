@@ -90,7 +90,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn last_modified_revalidation() {
         let last_modified = http_date_from_now(-3600);
         let lm = last_modified.clone();
@@ -139,7 +138,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn a_200_to_a_revalidation_replaces_the_object() {
         let origin = Origin::start(|request| {
             if header(request, "if-none-match").is_some() {
@@ -200,7 +198,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "the builtin vcl_backend_response makes Cache-Control no-cache/private (also qualified) hit-for-miss; natively no-cache with a validator is stored and revalidated, qualified forms strip their fields";
     async fn no_cache_responses_are_stored_and_revalidated_on_every_use() {
         let origin = Origin::start(|request| {
             let matches = header(request, "if-none-match") == Some("\"nc\"");
@@ -238,7 +235,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "the builtin vcl_backend_response makes Cache-Control no-cache/private (also qualified) hit-for-miss; natively no-cache with a validator is stored and revalidated, qualified forms strip their fields";
     async fn field_scoped_no_cache_and_private_strip_the_fields_before_storing() {
         let origin = Origin::start(|request| {
             let reply = OriginReply::ok(request.uri().path().to_string())

@@ -89,7 +89,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn stale_while_revalidate_refreshes_with_a_conditional_request() {
         let origin = Origin::start(|request| {
             if request.headers().contains_key("if-none-match") {
@@ -119,7 +118,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "max-age=0 with stale-while-revalidate: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored to be served stale";
     /// RFC 5861 §3 allows serving a response stale as soon as it arrives when it says so:
     /// `max-age=0, stale-while-revalidate=60` without a validator is still worth storing.
     async fn stale_while_revalidate_without_validator_or_freshness_is_stored() {
@@ -171,7 +169,6 @@ fn object_origin() -> impl Fn(&http::Request<bytes::Bytes>) -> OriginReply + Sen
 }
 
 support::modes! {
-    differs_with_policy = "the builtin vcl_backend_response makes Cache-Control no-cache/private (also qualified) hit-for-miss; natively no-cache with a validator is stored and revalidated, qualified forms strip their fields";
     async fn origin_down_serves_stale_unless_forbidden() {
         let origin = Origin::start(object_origin()).await;
         let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
@@ -217,7 +214,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "no freshness left, a validator: the builtin vcl_backend_response makes it hit-for-miss (beresp.ttl <= 0s), natively it is stored and revalidated";
     async fn origin_errors_and_timeouts_serve_stale_unless_forbidden() {
         let failing = Arc::new(AtomicBool::new(false));
         let slow = Arc::new(AtomicBool::new(false));

@@ -38,7 +38,6 @@ fn targeted_origin() -> impl Fn(&http::Request<bytes::Bytes>) -> OriginReply + S
 }
 
 support::modes! {
-    differs_with_policy = "the builtin vcl_backend_response reads Cache-Control, which a valid CDN-Cache-Control replaces natively (RFC 9213)";
     async fn cdn_cache_control_overrides_cache_control_and_is_forwarded() {
         let origin = Origin::start(targeted_origin()).await;
         let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
@@ -111,7 +110,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "the builtin vcl_backend_response reads Cache-Control, which a valid CDN-Cache-Control replaces natively (RFC 9213)";
     async fn the_targeted_field_can_be_renamed() {
         let origin = Origin::start(targeted_origin()).await;
         let (proxy, addr) = start_proxy(origin.addr, |config| {
@@ -155,7 +153,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "the builtin vcl_backend_response reads Cache-Control, which a valid CDN-Cache-Control replaces natively (RFC 9213)";
     async fn strip_targeted_cache_control_keeps_the_field_from_clients() {
         let origin = Origin::start(targeted_origin()).await;
         let (proxy, addr) = start_proxy(origin.addr, |config| config.strip_targeted_cache_control = true).await;

@@ -468,6 +468,23 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         .iter()
         .position(|s| s.name == BUILTIN_RECV[0])
         .filter(|_| untouched);
+    // `vcl_builtin_backend_response` likewise (`Context::builtin_backend_response`).
+    const BUILTIN_BACKEND_RESPONSE: [&str; 7] = [
+        "vcl_builtin_backend_response",
+        "vcl_beresp_range",
+        "vcl_beresp_stale",
+        "vcl_beresp_cookie",
+        "vcl_beresp_control",
+        "vcl_beresp_vary",
+        "vcl_beresp_hitmiss",
+    ];
+    let untouched = subs
+        .iter()
+        .all(|s| !(s.from_user && BUILTIN_BACKEND_RESPONSE.contains(&s.name.as_str())));
+    let builtin_backend_response = subs
+        .iter()
+        .position(|s| s.name == BUILTIN_BACKEND_RESPONSE[0])
+        .filter(|_| untouched);
     Some(Checked {
         backends,
         default_backend,
@@ -479,6 +496,7 @@ pub(crate) fn check(modules: &[(Module, bool)], sink: &mut Sink) -> Option<Check
         methods,
         user_methods,
         builtin_recv,
+        builtin_backend_response,
         // A shard parameter set changed on the backend side lives in the backend task.
         task_vmods: syms.imports.iter().any(|i| i == "cookie" || i == "var") || shard_params > 0,
         req_body_limit,

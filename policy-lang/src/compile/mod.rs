@@ -27,6 +27,9 @@ pub struct Program {
     /// The body of Varnish's `vcl_builtin_recv`, untouched by the user: a `call` of it asks
     /// [`Context::builtin_recv`](crate::Context::builtin_recv) first.
     pub(crate) builtin_recv: Option<usize>,
+    /// The body of `vcl_builtin_backend_response`, untouched by the user: a `call` of it asks
+    /// [`Context::builtin_backend_response`](crate::Context::builtin_backend_response) first.
+    pub(crate) builtin_backend_response: Option<usize>,
     /// Whether `cookie` or `var`, which keep per-task state, is imported.
     pub(crate) task_vmods: bool,
     pub(crate) req_body_limit: Option<u64>,
@@ -189,6 +192,7 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         methods: checked.methods,
         user_methods: checked.user_methods,
         builtin_recv: checked.builtin_recv,
+        builtin_backend_response: checked.builtin_backend_response,
         task_vmods: checked.task_vmods,
         req_body_limit: checked.req_body_limit,
         rolls_back: checked.rolls_back,

@@ -202,6 +202,14 @@ pub trait Context {
         None
     }
 
+    /// Varnish's `vcl_builtin_backend_response` (which responses become hit-for-miss), run
+    /// natively by the runtime with the rules it stores by without a policy: `Some(Some(action))`
+    /// when it returns, `Some(None)` when it falls through. The default `None` interprets
+    /// `builtin.vcl`. Only asked when no user sub extends those subs.
+    fn builtin_backend_response(&mut self) -> Option<Option<Action>> {
+        None
+    }
+
     /// `plugin.request(NAME);` (phase [`PluginPhase::Request`], `vcl_recv`)
     /// and `plugin.response(NAME);` (phase [`PluginPhase::Response`],
     /// `vcl_backend_response` / `vcl_deliver`): run the plugin's phase on the
@@ -321,6 +329,9 @@ impl Context for OwnTask<'_> {
     }
     fn builtin_recv(&mut self) -> Option<Option<Action>> {
         self.ctx.builtin_recv()
+    }
+    fn builtin_backend_response(&mut self) -> Option<Option<Action>> {
+        self.ctx.builtin_backend_response()
     }
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
         self.ctx.run_plugin(plugin, phase)

@@ -102,9 +102,13 @@ impl Program {
             Stmt::Return(r) => return Flow::Done(self.ret(r, &*ctx)),
             Stmt::ReturnSub => return Flow::Leave,
             Stmt::Call(i) => {
-                let native = (self.builtin_recv == Some(*i))
-                    .then(|| ctx.builtin_recv())
-                    .flatten();
+                let native = if self.builtin_recv == Some(*i) {
+                    ctx.builtin_recv()
+                } else if self.builtin_backend_response == Some(*i) {
+                    ctx.builtin_backend_response()
+                } else {
+                    None
+                };
                 match native {
                     Some(Some(action)) => return Flow::Done(action),
                     Some(None) => {}

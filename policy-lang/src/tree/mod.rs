@@ -36,6 +36,8 @@ pub(crate) struct Checked {
     pub user_methods: u16,
     /// The body of the builtin's `vcl_builtin_recv`, when no user sub extends it.
     pub builtin_recv: Option<usize>,
+    /// The body of the builtin's `vcl_builtin_backend_response`, when no user sub extends it.
+    pub builtin_backend_response: Option<usize>,
     /// Whether a vmod with per-task state (`cookie`, `var`) is imported.
     pub task_vmods: bool,
     /// The largest `std.cache_req_body` size.

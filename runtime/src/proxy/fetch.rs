@@ -724,6 +724,11 @@ impl FetchTask {
         let mut request = self.request.clone();
         attempts.lend_as_built(&mut request);
         let mut session = BackendSession::new(&mut request, self.backend.name(), false, &mut attempts.task);
+        // The builtin judges by the rules without a policy (see `builtin::vcl_backend_response`).
+        session.store_rules = Some(builtin::StoreRules {
+            storing: self.shared.storing,
+            targeted: self.shared.targeted().cloned(),
+        });
         session.ttl = ttl.as_secs_f64();
         session.grace = self.shared.grace.as_secs_f64();
         session.keep = self.shared.keep.as_secs_f64();

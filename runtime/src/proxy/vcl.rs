@@ -757,6 +757,9 @@ pub(super) struct BackendSession<'a> {
     /// sub being run (see `trace::call`).
     pub trace: Option<crate::trace::Trace>,
     pub returned: Option<policy_lang::Span>,
+    /// The storage rules the builtin `vcl_backend_response` runs natively with (set where a
+    /// response may be stored); without them `builtin.vcl`'s text is interpreted.
+    pub store_rules: Option<super::builtin::StoreRules>,
 }
 
 impl<'a> BackendSession<'a> {
@@ -790,6 +793,7 @@ impl<'a> BackendSession<'a> {
             task,
             trace,
             returned: None,
+            store_rules: None,
         }
     }
 }
@@ -831,6 +835,22 @@ impl BackendSession<'_> {
 impl Context for BackendSession<'_> {
     fn returned(&mut self, at: policy_lang::Span) {
         self.returned = Some(at);
+    }
+
+    fn builtin_backend_response(&mut self) -> Option<Option<policy_lang::Action>> {
+        let rules = self.store_rules.as_ref()?;
+        let beresp = self.beresp.as_deref_mut()?;
+        let verdict =
+            super::builtin::vcl_backend_response(beresp, &self.bereq.headers, self.uncacheable, self.ttl, rules);
+        Some(match verdict {
+            super::builtin::Verdict::FallThrough => None,
+            super::builtin::Verdict::Deliver => Some(policy_lang::Action::Deliver),
+            super::builtin::Verdict::HitForMiss => {
+                self.ttl = super::builtin::HIT_FOR_MISS_TTL;
+                self.uncacheable = true;
+                Some(policy_lang::Action::Deliver)
+            }
+        })
     }
 
     fn get(&self, var: Var) -> Value<'_> {
