@@ -66,6 +66,28 @@ enum Command {
     /// Live counters of a running edgecache, as varnishstat: a screen refreshing in place with
     /// rates, or `-1` for one plain dump of every counter.
     Stat(StatArgs),
+    /// Request traces of a running edgecache, as varnishlog: the subs each request ran, the
+    /// `return` (file:line) that decided each, the cache's answer, the backend fetch and its
+    /// timings, printed as requests end until Ctrl-C.
+    Log(LogArgs),
+}
+
+#[derive(Args)]
+struct LogArgs {
+    /// Admin API address of the running edgecache; :PORT is that port on this machine.
+    #[arg(short = 'T', long = "admin-listen", value_name = "IP:PORT|:PORT", default_value_t = DEFAULT_ADMIN, value_parser = parse_admin_address)]
+    address: SocketAddr,
+    /// File holding the bearer token, when the server requires one.
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Only the requests this varnishlog query selects: `ReqURL ~ "^/api" and RespStatus >= 500`
+    /// (tags, `==` `!=` `<` `<=` `>` `>=` `eq` `ne` `~` `!~`, `and` `or` `not`; see
+    /// docs/troubleshooting.md).
+    #[arg(short = 'q', long = "query", value_name = "QUERY")]
+    query: Option<String>,
+    /// Stop after this many requests (default: until Ctrl-C).
+    #[arg(short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
 }
 
 #[derive(Args)]
@@ -193,6 +215,10 @@ struct ServeArgs {
     /// Policy file (VCL subset, or `.htaccess` LiteSpeed / Apache rewrite rules).
     #[arg(short = 'f', long = "policy", value_name = "FILE.vcl")]
     policy: Option<PathBuf>,
+    /// How the policy file is written: vcl or rewrite (LiteSpeed / Apache `.htaccess` rules).
+    /// Default: by file name (`.htaccess`, `*.htaccess` are rewrite rules).
+    #[arg(long = "policy-format", value_name = "vcl|rewrite")]
+    policy_format: Option<PolicyFormat>,
     /// Cache size in bytes; k/m/g suffixes, or as varnishd's -s: malloc,SIZE, default,SIZE,
     /// NAME=malloc,SIZE (the cache is in memory; file storage is refused). Default 256m.
     #[arg(short = 's', long = "cache-size", value_name = "SIZE|malloc,SIZE", value_parser = parse_storage)]
@@ -215,10 +241,6 @@ struct ServeArgs {
     /// Worker threads. Default: one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
-    /// How the policy file is written: vcl or rewrite (LiteSpeed / Apache `.htaccess` rules).
-    /// Default: by file name (`.htaccess`, `*.htaccess` are rewrite rules).
-    #[arg(long = "policy-format", value_name = "vcl|rewrite")]
-    policy_format: Option<PolicyFormat>,
     /// Settings file (TOML); flags given on the command line win.
     #[arg(long = "config", value_name = "FILE.toml")]
     config: Option<PathBuf>,
@@ -411,6 +433,14 @@ struct ServeArgs {
     /// File holding the admin API's bearer token; required when -T is not a loopback address.
     #[arg(long = "admin-token-file", value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Admin API addresses of the other nodes of a tier (a name may resolve to all of them):
+    /// purges and bans accepted here are forwarded to each with the admin token.
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
+    peers: Option<Vec<String>>,
+    /// How long a peer that does not answer is tried again before it is reported
+    /// unreachable. Default 5s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    peer_retry_time: Option<Duration>,
     /// Do not reload when the policy file or its includes change (SIGHUP and POST /reload still do).
     #[arg(long)]
     no_watch: bool,
@@ -511,6 +541,7 @@ impl ServeArgs {
         set(&mut config.backend, self.backend.map(Some));
         set(&mut config.backend_ca, self.backend_ca.map(Some));
         set(&mut config.policy, self.policy.map(Some));
+        set(&mut config.policy_format, self.policy_format.map(Some));
         set(&mut config.cache_size, self.cache_size);
         set(&mut config.default_ttl, self.default_ttl);
         set(&mut config.max_object_size, self.max_object_size);
@@ -541,7 +572,6 @@ impl ServeArgs {
             self.max_request_head.map(bytes),
         );
         set(&mut config.h2_limits.rapid_reset_limit, self.h2_rapid_reset_limit);
-        set(&mut config.policy_format, self.policy_format.map(Some));
         set(
             &mut config.h2_limits.rapid_reset_period,
             self.h2_rapid_reset_period,
@@ -604,6 +634,8 @@ impl ServeArgs {
             self.admin_listen.map(|AdminListen(address)| address),
         );
         set(&mut config.admin_token_file, self.admin_token_file.map(Some));
+        set(&mut config.peers, self.peers);
+        set(&mut config.peer_retry_time, self.peer_retry_time);
         set(&mut config.access_log, self.access_log.map(Some));
         if self.no_watch {
             config.watch_policy = false;
@@ -791,10 +823,21 @@ fn main() -> ExitCode {
         Some(Command::Check {
             fragment: true,
             files,
+            ..
         }) => check_fragments(&files),
+        Some(Command::Check {
+            explain: true,
+            policy_format,
+            files,
+            ..
+        }) => explain(&files, policy_format),
+        Some(Command::Check {
+            policy_format, files, ..
+        }) => check(&files, policy_format),
         Some(Command::Admin(args)) => admin(args),
         Some(Command::Man) => man_page(),
         Some(Command::Stat(args)) => stat(args),
+        Some(Command::Log(args)) => log(args),
         None => serve(cli.serve),
     }
 }
@@ -823,17 +866,7 @@ fn serve(mut args: ServeArgs) -> ExitCode {
         Ok(pid_file) => pid_file,
         Err(error) => {
             eprintln!("edgecache: {error}");
-            ..
             return ExitCode::from(2);
-        Some(Command::Check {
-            explain: true,
-            policy_format,
-            files,
-            ..
-        }) => explain(&files, policy_format),
-        Some(Command::Check {
-            policy_format, files, ..
-        }) => check(&files, policy_format),
         }
     };
     let result = edgecache_runtime::run(config, |addresses| {
@@ -985,39 +1018,6 @@ fn check(files: &[PathBuf], format: Option<PolicyFormat>) -> ExitCode {
     }
 }
 
-/// `check --fragment`: each file checked as an include fragment.
-fn check_fragments(files: &[PathBuf]) -> ExitCode {
-    let mut failed = false;
-    for file in files {
-        let diagnostics = edgecache_runtime::policy::check_fragment(file, &Default::default());
-        eprint!("{}", diagnostics.render());
-        if diagnostics.has_errors() {
-            println!("{}: {} error(s)", file.display(), diagnostics.error_count());
-            failed = true;
-        } else {
-            println!("{}: ok (fragment)", file.display());
-        }
-    }
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-/// `edgecache admin ...`: one call to the admin API; prints the answer, exits 1 when it is an
-/// error (printed on stderr).
-fn admin(args: AdminArgs) -> ExitCode {
-    use edgecache_runtime::admin::client::{call_blocking, encode_query_value};
-    let token = match read_token(args.token_file.as_deref()) {
-        Ok(token) => token,
-        Err(error) => {
-            eprintln!("edgecache admin: {error}");
-            return ExitCode::from(2);
-        }
-    };
-    let (method, target, body) = match args.action {
-        AdminAction::Status => ("GET", "/status".to_string(), String::new()),
 /// `check --explain`: the VCL of each rewrite rules file on stdout, so that
 /// `edgecache check --explain site.htaccess > site.vcl` is the move to VCL.
 fn explain(files: &[PathBuf], format: Option<PolicyFormat>) -> ExitCode {
@@ -1050,6 +1050,79 @@ fn explain(files: &[PathBuf], format: Option<PolicyFormat>) -> ExitCode {
     }
 }
 
+/// `check --fragment`: each file checked as an include fragment.
+fn check_fragments(files: &[PathBuf]) -> ExitCode {
+    let mut failed = false;
+    for file in files {
+        let diagnostics = edgecache_runtime::policy::check_fragment(file, &Default::default());
+        eprint!("{}", diagnostics.render());
+        if diagnostics.has_errors() {
+            println!("{}: {} error(s)", file.display(), diagnostics.error_count());
+            failed = true;
+        } else {
+            println!("{}: ok (fragment)", file.display());
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `edgecache log`: streams `GET /log` of the admin API to stdout; exits 1 when the server
+/// refuses (a query that does not parse: the message names the column) or cannot be reached.
+fn log(args: LogArgs) -> ExitCode {
+    use std::io::Write;
+    let token = match read_token(args.token_file.as_deref()) {
+        Ok(token) => token,
+        Err(error) => {
+            eprintln!("edgecache log: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("edgecache log: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let address = args.address;
+    let followed = runtime.block_on(edgecache_runtime::admin::log::follow(
+        address,
+        token.as_deref(),
+        args.query.as_deref(),
+        args.count,
+        || eprintln!("edgecache log: tracing requests of {address} (Ctrl-C to stop)"),
+        |text| {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+        },
+    ));
+    match followed {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("edgecache log: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `edgecache admin ...`: one call to the admin API; prints the answer, exits 1 when it is an
+/// error (printed on stderr).
+fn admin(args: AdminArgs) -> ExitCode {
+    use edgecache_runtime::admin::client::{call_blocking, encode_query_value};
+    let token = match read_token(args.token_file.as_deref()) {
+        Ok(token) => token,
+        Err(error) => {
+            eprintln!("edgecache admin: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let (method, target, body) = match args.action {
+        AdminAction::Status => ("GET", "/status".to_string(), String::new()),
         AdminAction::Stats => ("GET", "/stats".to_string(), String::new()),
         AdminAction::Metrics => ("GET", "/metrics".to_string(), String::new()),
         AdminAction::Backends => ("GET", "/backends".to_string(), String::new()),
@@ -1159,7 +1232,7 @@ mod tests {
     /// serve flag is given here once.
     #[test]
     fn every_serve_flag_parses_into_a_config() {
-        let flags = "edgecache -a :6081 -a 127.0.0.1:8080,PROXY -b 127.0.0.1:9000 -f examples/default.vcl \
+        let flags = "edgecache -a :6081 -a 127.0.0.1:8080,PROXY -b 127.0.0.1:9000 -f examples/default.vcl --policy-format vcl \
              --config examples/edgecache.toml -s 64m -t 120 --max-object-size 1m --cache-admission tinylfu \
              --finish-abandoned-fills 512k --threads 2 \
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
@@ -1190,6 +1263,7 @@ mod tests {
         assert_eq!(config.purge_allow.len(), 2);
         assert_eq!(config.invalidate_on_unsafe, InvalidateOnUnsafe::Off);
         assert_eq!(config.cache_admission, CacheAdmission::TinyLfu);
+        assert_eq!(config.policy_format, Some(PolicyFormat::Vcl));
         assert_eq!(config.finish_abandoned_fills, 512 * 1024);
         assert_eq!(config.admin_listen, None);
         assert!(!config.watch_policy);

@@ -33,6 +33,7 @@ mod proxy;
 mod reload;
 mod server;
 pub mod telemetry;
+mod trace;
 pub mod version;
 
 use std::net::SocketAddr;
@@ -256,10 +257,17 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 started,
                 latency,
                 watching,
+                traces: shared.traces.clone(),
             };
             let (bound, task) = admin::start(
                 address,
                 config.admin_token_file.as_deref(),
+                admin::peers::Settings {
+                    peers: config.peers.clone(),
+                    retry_time: config.peer_retry_time,
+                    resolver: dns::Resolver::new(config.hosts_file.clone()),
+                    dns_ttl: config.dns_ttl,
+                },
                 state,
                 stopped.clone(),
             )

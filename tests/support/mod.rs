@@ -501,6 +501,16 @@ impl Daemon {
         }
         Daemon { addr, child, dir }
     }
+
+    /// The process id, to signal it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
 }
 
 impl Drop for Daemon {

@@ -36,6 +36,22 @@ pub async fn call(
     path_and_query: &str,
     body: impl AsRef<str>,
 ) -> Result<Reply, String> {
+    let body = match body.as_ref() {
+        "" => Bytes::new(),
+        text => Bytes::from(serde_json::to_vec(text).expect("a string serializes")),
+    };
+    send(addr, token, method, path_and_query, &[], body).await
+}
+
+/// [`call`] with `headers` added and `body` sent as it is (a JSON document, for a `POST`).
+pub async fn send(
+    addr: SocketAddr,
+    token: Option<&str>,
+    method: &str,
+    path_and_query: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Result<Reply, String> {
     let method = Method::from_bytes(method.as_bytes()).map_err(|_| format!("`{method}` is not a method"))?;
     let mut request = Request::builder()
         .uri(path_and_query)
@@ -46,10 +62,9 @@ pub async fn call(
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {}", token.trim()));
     }
-    let body = match body.as_ref() {
-        "" => Bytes::new(),
-        text => Bytes::from(serde_json::to_vec(text).expect("a string serializes")),
-    };
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     let request = request
         .method(method)
         .body(Full::new(body))

@@ -11,7 +11,7 @@
 //! | `POST /purge?url=/path[&host=H][&soft=1]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban); `soft=1`: they turn stale instead, served in grace while one fetch refreshes them |
 //! | `GET /bans` | the ban list (`ban.list`): each ban's age, whether the lurker or lookups apply it, objects removed; `?format=text`: a table |
 //! | `POST /purge?key=K1,K2[&soft=1]` | removes (or with `soft=1` makes stale) every object tagged with any of the surrogate keys; JSON with the count |
-//! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}`; 400 with the diagnostic if it does not parse |
+//! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}` (`"created": UNIX_SECONDS` when a peer forwards it); 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
 //! | `GET /vcl` | the loaded policies and labels (`vcl.list`): JSON, or varnishadm's table with `?format=text` |
 //! | `POST /vcl/load?name=N&path=FILE` | loads FILE as policy N, not active (`vcl.load`); 422 with the diagnostics |
@@ -19,6 +19,9 @@
 //! | `POST /vcl/label?label=L&name=N` | `return (vcl(L))` goes to policy N (`vcl.label`) |
 //! | `POST /vcl/discard?name=N` | removes policy or label N (`vcl.discard`); dropped when its last request ends |
 //! | `GET /log[?q=QUERY][&count=N]` | request traces in varnishlog's text as requests end, streamed; `q` a varnishlog `-q` query (400 naming the column when it does not parse), `count` ends after N requests (`log.rs`) |
+//!
+//! With `--peers`, purges and bans are also forwarded to every peer and the answer lists each
+//! one's status (`peers`).
 //!
 //! Successes are JSON; errors are `text/plain` with the message or rendered diagnostics.
 //! With a token file (required when the listener is not loopback), every request must carry
@@ -34,6 +37,7 @@ pub mod client;
 mod guard;
 pub mod log;
 pub mod metrics;
+pub(crate) mod peers;
 pub mod stat;
 
 use std::convert::Infallible;
@@ -90,16 +94,22 @@ struct Admin {
     /// sha256 of the bearer token, when one is required.
     token: Option<[u8; 32]>,
     guard: Guard,
+    /// Where purges and bans are forwarded (`--peers`); `None` without peers.
+    peers: Option<peers::Peers>,
 }
 
 /// Reads the token file (when given), binds `addr` and serves until `stopped` turns true.
 pub(crate) async fn start(
     addr: SocketAddr,
     token_file: Option<&Path>,
+    peers: peers::Settings,
     state: State,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, JoinHandle<()>), StartError> {
-    let token = token_file.map(read_token).transpose()?;
+    let token_text = token_file.map(read_token).transpose()?;
+    let token = token_text
+        .as_deref()
+        .map(|text| Sha256::digest(text.as_bytes()).into());
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| StartError::AdminBind {
@@ -116,6 +126,7 @@ pub(crate) async fn start(
         state,
         token,
         guard: Guard::new(bound),
+        peers: peers::Peers::new(peers, token_text, bound),
     });
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
@@ -152,7 +163,8 @@ fn admin_token_note(token_file: Option<&Path>) -> &'static str {
     }
 }
 
-fn read_token(path: &Path) -> Result<[u8; 32], StartError> {
+/// The token in the file, trimmed; peers are sent it as it is.
+fn read_token(path: &Path) -> Result<String, StartError> {
     let text = std::fs::read_to_string(path).map_err(|error| {
         StartError::Admin(format!(
             "cannot read the admin token file {}: {error}",
@@ -166,7 +178,7 @@ fn read_token(path: &Path) -> Result<[u8; 32], StartError> {
             path.display()
         )));
     }
-    Ok(Sha256::digest(token.as_bytes()).into())
+    Ok(token.to_string())
 }
 
 /// Whether the request carries the bearer token whose sha256 is `expected`.
@@ -272,9 +284,17 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             response
         }
-        "/purge" if post => purge(state, &request),
+        "/purge" if post => {
+            let (forwarded, target) = forwarding(&request);
+            let local = purge(state, &request);
+            peers::share(admin.peers.as_ref(), forwarded, &target, local).await
+        }
         "/backend/set_health" if post => set_health(state, request.uri().query().unwrap_or("")),
-        "/ban" if post => ban(state, request).await,
+        "/ban" if post => {
+            let (forwarded, target) = forwarding(&request);
+            let local = ban(state, request).await;
+            peers::share(admin.peers.as_ref(), forwarded, &target, local).await
+        }
         "/bans" if read => bans::list(&state.cache, request.uri().query().unwrap_or("")),
         "/reload" if post => match state.reloader.reload(Trigger::Admin).await {
             Ok(generation) => json(StatusCode::OK, json!({ "generation": generation })),
@@ -299,6 +319,26 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
 }
 
 // === handlers ===
+
+/// Whether a peer forwarded this request (it is then not forwarded again), and its target.
+fn forwarding(request: &Request<Incoming>) -> (bool, String) {
+    let forwarded = request.headers().contains_key(peers::FORWARDED);
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or_else(|| request.uri().path().to_string(), |pq| pq.as_str().to_string());
+    (forwarded, target)
+}
+
+/// When a ban was created: `created` (Unix seconds, sent by the peer that accepted it), never
+/// later than now; now without one.
+fn ban_created(state: &State, created: Option<f64>) -> Result<SystemTime, String> {
+    let now = state.cache.clock.now();
+    let Some(seconds) = created else { return Ok(now) };
+    let since_epoch = std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("created {seconds} is not a time: Unix seconds, e.g. 1767225600.5"))?;
+    Ok((UNIX_EPOCH + since_epoch).min(now))
+}
 
 /// `GET /vcl`: `vcl.list`.
 fn vcl_list(state: &State, query: &str) -> Response<Full<Bytes>> {
@@ -593,7 +633,17 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
                 "soft=1 needs one host: every host is purged by a ban, which removes objects\n",
             );
         }
-        return purge_every_host(state, &target);
+        let created = match query_param(query, "created").map(|text| text.parse::<f64>()) {
+            None => None,
+            Some(Ok(seconds)) => Some(seconds),
+            Some(Err(_)) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "created must be Unix seconds, e.g. 1767225600.5\n",
+                )
+            }
+        };
+        return purge_every_host(state, &target, created);
     }
     let version = state.active.load_full();
     // The host + URL key: what edgecache uses without a policy and for a policy's builtin
@@ -651,7 +701,11 @@ const EVERY_HOST: &str = "*";
 
 /// `POST /purge?url=/path&host=*`: the path under every host, as the ban `req.url == "/path"`
 /// (objects go at their next lookup or the ban trimmer's pass, like any ban).
-fn purge_every_host(state: &State, target: &str) -> Response<Full<Bytes>> {
+fn purge_every_host(state: &State, target: &str, created: Option<f64>) -> Response<Full<Bytes>> {
+    let created = match ban_created(state, created) {
+        Ok(created) => created,
+        Err(problem) => return text(StatusCode::BAD_REQUEST, &format!("{problem}\n")),
+    };
     // A ban string has no escapes; a URL never needs these characters unencoded.
     if target.contains(['"', '\\']) {
         return text(
@@ -662,11 +716,14 @@ fn purge_every_host(state: &State, target: &str) -> Response<Full<Bytes>> {
     let expr = format!("req.url == \"{target}\"");
     match policy_lang::parse_ban(&expr) {
         Ok(parsed) => {
-            state.cache.ban(parsed);
+            state.cache.ban_created(parsed, created);
             tracing::info!(url = target, "purge of every host from the admin API (a ban)");
             json(
                 StatusCode::OK,
-                json!({ "purged": "every host", "url": target, "ban": expr, "bans": bans::trim(&state.cache) }),
+                json!({
+                    "purged": "every host", "url": target, "ban": expr,
+                    "created": unix(created), "bans": bans::trim(&state.cache),
+                }),
             )
         }
         Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),
@@ -686,8 +743,12 @@ async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>>
             )
         }
     };
-    let expr = match ban_expression(&body, json_body) {
-        Ok(expr) => expr,
+    let (expr, created) = match ban_expression(&body, json_body) {
+        Ok(found) => found,
+        Err(problem) => return text(StatusCode::BAD_REQUEST, &format!("{problem}\n")),
+    };
+    let created = match ban_created(state, created) {
+        Ok(created) => created,
         Err(problem) => return text(StatusCode::BAD_REQUEST, &format!("{problem}\n")),
     };
     let expr = expr.trim();
@@ -699,30 +760,37 @@ async fn ban(state: &State, request: Request<Incoming>) -> Response<Full<Bytes>>
     }
     match policy_lang::parse_ban(expr) {
         Ok(parsed) => {
-            state.cache.ban(parsed);
+            state.cache.ban_created(parsed, created);
             json(
                 StatusCode::OK,
-                json!({ "ban": expr, "bans": bans::trim(&state.cache) }),
+                json!({ "ban": expr, "created": unix(created), "bans": bans::trim(&state.cache) }),
             )
         }
         Err(diagnostics) => text(StatusCode::BAD_REQUEST, &with_newline(diagnostics.render())),
     }
 }
 
-/// The ban expression in a `POST /ban` body.
-fn ban_expression(body: &[u8], json_body: bool) -> Result<String, &'static str> {
-    const SHAPE: &str = r#"the body must be a JSON string ("req.url ~ \"^/news/\"") or {"ban": "EXPR"}"#;
+/// The ban expression in a `POST /ban` body, and its `created` time when a peer sent one.
+fn ban_expression(body: &[u8], json_body: bool) -> Result<(String, Option<f64>), &'static str> {
+    const SHAPE: &str = r#"the body must be a JSON string ("req.url ~ \"^/news/\"") or {"ban": "EXPR"[, "created": UNIX_SECONDS]}"#;
     if !json_body {
         return std::str::from_utf8(body)
-            .map(str::to_string)
+            .map(|expr| (expr.to_string(), None))
             .map_err(|_| "the ban expression is not UTF-8");
     }
     match serde_json::from_slice::<Value>(body).map_err(|_| SHAPE)? {
-        Value::String(expr) => Ok(expr),
-        Value::Object(mut fields) => match fields.remove("ban") {
-            Some(Value::String(expr)) if fields.is_empty() => Ok(expr),
-            _ => Err(SHAPE),
-        },
+        Value::String(expr) => Ok((expr, None)),
+        Value::Object(mut fields) => {
+            let created = match fields.remove("created") {
+                None | Some(Value::Null) => None,
+                Some(Value::Number(seconds)) => Some(seconds.as_f64().ok_or(SHAPE)?),
+                Some(_) => return Err(SHAPE),
+            };
+            match fields.remove("ban") {
+                Some(Value::String(expr)) if fields.is_empty() => Ok((expr, created)),
+                _ => Err(SHAPE),
+            }
+        }
         _ => Err(SHAPE),
     }
 }

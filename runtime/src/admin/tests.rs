@@ -151,9 +151,22 @@ fn ban_bodies_are_a_json_string_or_an_object() {
     ];
     for (body, json, expected) in cases {
         assert_eq!(
-            ban_expression(body.as_bytes(), json).ok().as_deref(),
+            ban_expression(body.as_bytes(), json)
+                .ok()
+                .as_ref()
+                .map(|(expr, _)| expr.as_str()),
             expected,
             "{body}"
         );
     }
+}
+
+#[test]
+fn a_ban_forwarded_by_a_peer_carries_its_creation_time() {
+    let body = r#"{"ban": "req.url == \"/\"", "created": 1767225600.5}"#;
+    assert_eq!(
+        ban_expression(body.as_bytes(), true),
+        Ok((r#"req.url == "/""#.to_string(), Some(1_767_225_600.5)))
+    );
+    assert!(ban_expression(br#"{"ban": "x", "created": "yesterday"}"#, true).is_err());
 }

@@ -37,6 +37,10 @@ struct Ban {
     seq: u64,
     expr: BanExpr,
     since: SystemTime,
+    /// The objects it applies to are those stored before this: `since`, or the earlier time
+    /// the ban was created on another node (a ban forwarded by a peer arrives late, and must
+    /// not remove what this node stored after it was issued).
+    before: SystemTime,
     /// Only `obj.*` is tested: the lurker applies it (Varnish's `BANS_FLAG_OBJ`).
     lurkable: bool,
     /// Objects this ban removed, at lookup or by the lurker.
@@ -100,6 +104,12 @@ struct Signal {
 impl BanList {
     /// Adds a ban on the objects stored before `now`.
     pub fn add(&self, expr: BanExpr, now: SystemTime) {
+        self.add_created(expr, now, now);
+    }
+
+    /// Adds, at `now`, a ban created at `created` (on a peer): it applies to the objects stored
+    /// before the earlier of the two.
+    pub fn add_created(&self, expr: BanExpr, created: SystemTime, now: SystemTime) {
         let mut bans = self.bans.write();
         // Never before the previous ban, whatever the clock does, so the list stays sorted.
         let since = bans.list.last().map_or(now, |last| last.since.max(now));
@@ -110,6 +120,7 @@ impl BanList {
             seq,
             expr,
             since,
+            before: created.min(since),
             lurkable,
             removed: AtomicU64::new(0),
         }));
@@ -158,7 +169,9 @@ impl BanList {
             .partition_point(|ban| ban.since < object.head.response_time);
         let untested = &bans.list[newer_than_checked.max(newer_than_object)..];
         let target = BanTarget(object);
-        let matched = untested.iter().position(|ban| ban.expr.matches(&target));
+        let matched = untested
+            .iter()
+            .position(|ban| ban.applies_to(object) && ban.expr.matches(&target));
         let tested = matched.map_or(untested.len(), |at| at + 1);
         self.tested.fetch_add(tested as u64, Ordering::Relaxed);
         if let Some(at) = matched {
@@ -209,7 +222,9 @@ impl BanList {
         let newer_than_object = work.partition_point(|ban| ban.since < object.head.response_time);
         let untested = &work[newer_than_checked.max(newer_than_object)..];
         let target = BanTarget(object);
-        let matched = untested.iter().position(|ban| ban.expr.matches(&target));
+        let matched = untested
+            .iter()
+            .position(|ban| ban.applies_to(object) && ban.expr.matches(&target));
         let tested = matched.map_or(untested.len(), |at| at + 1);
         self.lurker_tested.fetch_add(tested as u64, Ordering::Relaxed);
         let Some(at) = matched else { return false };
@@ -257,6 +272,13 @@ impl BanList {
     fn stop_lurker(&self) {
         self.signal.lock().stopped = true;
         self.wake.notify_all();
+    }
+}
+
+impl Ban {
+    /// Whether `object` was stored before this ban was created (`since` only orders the list).
+    fn applies_to(&self, object: &CachedObject) -> bool {
+        object.head.response_time < self.before
     }
 }
 

@@ -111,6 +111,13 @@ impl SharedCache {
         self.bans.add(expr, self.clock.now());
     }
 
+    /// Adds a ban created at `created` on a peer (`POST /ban` with `created`): it applies to the
+    /// objects stored before then, not to those this node stored while it was on its way.
+    pub fn ban_created(&self, expr: BanExpr, created: SystemTime) {
+        tracing::info!(ban = expr.as_str(), "ban added (created on a peer)");
+        self.bans.add_created(expr, created, self.clock.now());
+    }
+
     /// Drops the bans added before `cutoff` and returns how many are kept. A ban only applies
     /// to objects stored before it was added, so a caller that knows no stored (or still
     /// arriving) object predates `cutoff` may pass it: those bans can never match again.

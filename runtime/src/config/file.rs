@@ -46,6 +46,8 @@
 //! access_log = "/var/log/edgecache/access.log"   # instead of stderr; reopened on SIGUSR1
 //! admin_listen = "127.0.0.1:6082"   # "off" disables the admin API
 //! admin_token_file = "admin.token"  # required when admin_listen is not loopback
+//! peers = ["10.0.0.2:6082", "10.0.0.3:6082"]   # admin APIs purges and bans are forwarded to
+//! peer_retry_time = "5s"            # a peer that does not answer is tried again this long
 //! watch = true                      # reload when the policy or an include changes
 //! plugin_memory = "16m"             # linear memory per WebAssembly plugin instance
 //! plugin_deadline = "5ms"           # CPU time per plugin callback
@@ -102,9 +104,9 @@ pub struct FileConfig {
     backend: Option<String>,
     backend_ca: Option<PathBuf>,
     policy: Option<PathBuf>,
+    policy_format: Option<String>,
     cache_size: Option<Quantity>,
     max_object_size: Option<Quantity>,
-    policy_format: Option<String>,
     cache_admission: Option<String>,
     finish_abandoned_fills: Option<Quantity>,
     default_ttl: Option<Quantity>,
@@ -146,6 +148,8 @@ pub struct FileConfig {
     log_format: Option<String>,
     admin_listen: Option<String>,
     admin_token_file: Option<PathBuf>,
+    peers: Option<Vec<String>>,
+    peer_retry_time: Option<Quantity>,
     access_log: Option<PathBuf>,
     watch: Option<bool>,
     tls: Option<Vec<super::tls::TlsFileEntry>>,
@@ -232,16 +236,16 @@ impl FileConfig {
         if let Some(policy) = self.policy {
             config.policy = Some(base_dir.join(policy));
         }
-        size("cache_size", self.cache_size, &mut config.cache_size)?;
-        size(
-            "max_object_size",
-            self.max_object_size,
         if let Some(format) = self.policy_format {
             config.policy_format =
                 Some(format.parse().map_err(|problem| {
                     ConfigError::new("policy_format", problem, "\"vcl\" or \"rewrite\"")
                 })?);
         }
+        size("cache_size", self.cache_size, &mut config.cache_size)?;
+        size(
+            "max_object_size",
+            self.max_object_size,
             &mut config.max_object_size,
         )?;
         if let Some(admission) = self.cache_admission {
@@ -463,6 +467,14 @@ impl FileConfig {
         if let Some(token_file) = self.admin_token_file {
             config.admin_token_file = Some(base_dir.join(token_file));
         }
+        if let Some(peers) = self.peers {
+            config.peers = peers;
+        }
+        duration(
+            "peer_retry_time",
+            self.peer_retry_time,
+            &mut config.peer_retry_time,
+        )?;
         if let Some(access_log) = self.access_log {
             config.access_log = Some(base_dir.join(access_log));
         }

@@ -415,6 +415,14 @@ pub struct Config {
     /// File holding the admin API's bearer token (`--admin-token-file`). Required when
     /// `admin_listen` is not a loopback address; when given, every admin request must carry it.
     pub admin_token_file: Option<PathBuf>,
+    /// `--peers HOST:PORT,...`: the admin API addresses of the other nodes of a tier; purges
+    /// and bans accepted by this node's admin API are forwarded to them with the admin token
+    /// (`admin::peers`). A name is looked up again every `dns_ttl` and may resolve to every
+    /// node (this one is skipped). Default empty: nothing is forwarded.
+    pub peers: Vec<String>,
+    /// `--peer-retry-time`: how long a peer that does not answer (or answers 5xx) is tried
+    /// again, with a doubling pause, before the answer names it unreachable. Default 5 s.
+    pub peer_retry_time: Duration,
     /// Reload when the policy file or a file it includes changes. Default true (`--no-watch`
     /// turns it off; SIGHUP and `POST /reload` still reload).
     pub watch_policy: bool,
@@ -436,6 +444,7 @@ impl Default for Config {
             backend: None,
             backend_ca: None,
             policy: None,
+            policy_format: None,
             cache_size: 256 * 1024 * 1024,
             max_object_size: 16 * 1024 * 1024,
             cache_admission: CacheAdmission::Lru,
@@ -444,7 +453,6 @@ impl Default for Config {
             threads: None,
             timeouts: BackendTimeouts::default(),
             client_timeouts: ClientTimeouts::default(),
-            policy_format: None,
             max_connections: 10_000,
             pipe_timeout: Duration::from_secs(60),
             max_pipes: 5_000,
@@ -479,6 +487,8 @@ impl Default for Config {
             log_format: LogFormat::Compact,
             admin_listen: None,
             admin_token_file: None,
+            peers: Vec::new(),
+            peer_retry_time: Duration::from_secs(5),
             access_log: None,
             watch_policy: true,
             plugin_limits: crate::plugin::Limits::default(),
@@ -604,6 +614,22 @@ impl Config {
                     self.max_object_size, self.cache_size
                 ),
                 "a size no larger than -s",
+            ));
+        }
+        for peer in &self.peers {
+            crate::admin::peers::split_host_port(peer).map_err(|problem| {
+                ConfigError::new(
+                    "peers (--peers)",
+                    problem,
+                    "HOST:PORT,... (peers' admin API addresses)",
+                )
+            })?;
+        }
+        if !self.peers.is_empty() && self.admin_listen.is_none() {
+            return Err(ConfigError::new(
+                "peers (--peers)",
+                "peers are given but the admin API is off",
+                "an admin address (-T) to accept the purges that are forwarded",
             ));
         }
         if let Some(admin) = self.admin_listen {

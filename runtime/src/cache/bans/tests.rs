@@ -139,3 +139,22 @@ fn the_lurker_skips_bans_a_lookup_already_tested() {
         "the lurker does not test it again"
     );
 }
+
+#[test]
+fn a_ban_created_earlier_on_a_peer_spares_objects_stored_after_it() {
+    let bans = BanList::default();
+    let now = SystemTime::now();
+    let created = now - Duration::from_secs(30);
+    let before = object("/page", now - Duration::from_secs(40));
+    let after = object("/page", now - Duration::from_secs(20));
+    bans.add_created(
+        policy_lang::parse_ban(r#"req.url == "/page""#).expect("a valid ban"),
+        created,
+        now,
+    );
+    assert!(
+        !bans.is_banned(&after),
+        "stored after the ban was created on the peer"
+    );
+    assert!(bans.is_banned(&before), "stored before the ban was created");
+}
