@@ -48,6 +48,13 @@ const MAX_LOOKUPS: usize = 3;
 const MAX_RESTARTS: u32 = 4;
 
 /// Serves one client request.
+///
+/// The future is boxed per request (server/mod.rs), and a box's cost is the future's whole
+/// size, which is that of its largest path. So the paths a cache hit does not take (passes,
+/// hit-for-pass, POST storage, pipes) are boxed where they are awaited: a hit moves a small
+/// future, and a pass or a miss pays for its own; so does a policy's request, whose session
+/// makes the policy path the largest. A future under 4 KiB is also copied by a
+/// vector loop rather than `rep movsb`, which callgrind counts per byte.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     client: SocketAddr,
@@ -80,7 +87,7 @@ pub(crate) async fn handle(
         });
     let (response, cache) = match (refused, &version.policy) {
         (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
-        (None, Some(program)) => vcl_route(&shared, &version, program, client, request, xid, true).await,
+        (None, Some(program)) => Box::pin(vcl_route(&shared, &version, program, client, request, xid, true)).await,
         (None, None) => {
             // Its fetches carry the id to a failure page (a policy's session inserts it too).
             request.extensions_mut().insert(vcl::Xid(xid));
@@ -185,14 +192,14 @@ async fn route(
     if pipe::is_websocket_upgrade(&parts) {
         let bereq = bereq::pipe(&parts, client.ip());
         let mut parts = parts;
-        return piped(route, &mut parts, bereq, streamed(body, shared.body_timeout)).await;
+        return Box::pin(piped(route, &mut parts, bereq, streamed(body, shared.body_timeout))).await;
     }
     if builtin::passes(&parts) {
         let body = streamed(body, shared.body_timeout);
         let response = if parts.method == http::Method::POST {
-            fetch::post(route, &parts, body).await
+            Box::pin(fetch::post(route, &parts, body)).await
         } else {
-            relay::pass(route, &parts, body).await
+            Box::pin(relay::pass(route, &parts, body)).await
         };
         return (response, CacheState::Pass);
     }
@@ -352,8 +359,8 @@ async fn lookup(
             }
             let fetched = match stored {
                 // Nothing to revalidate: a pass in all but name, in this task.
-                None => fetch::hit_for_pass(route, request, key).await,
-                Some(_) => fetch::miss(route, request.clone(), key, None, stored).await,
+                None => Box::pin(fetch::hit_for_pass(route, request, key)).await,
+                Some(_) => Box::pin(fetch::miss(route, request.clone(), key, None, stored)).await,
             };
             return Ok(fetched);
         }
@@ -370,7 +377,7 @@ async fn lookup(
                     return Err(action);
                 }
                 let parts = request.clone();
-                return Ok(fetch::miss(route, parts, key, Some(leader), stored).await);
+                return Ok(Box::pin(fetch::miss(route, parts, key, Some(leader), stored)).await);
             }
             Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
                 FetchOutcome::Streaming { head, rule, body } => {
@@ -394,7 +401,7 @@ async fn lookup(
                     }
                 }
                 FetchOutcome::Uncacheable => {
-                    let response = relay::pass(route, request, bereq::empty_body()).await;
+                    let response = Box::pin(relay::pass(route, request, bereq::empty_body())).await;
                     return Ok((response, CacheState::Pass));
                 }
                 FetchOutcome::Failed => {}
@@ -402,7 +409,7 @@ async fn lookup(
         }
     }
     let stored = shared.cache.store.lookup(&key, &request.headers);
-    Ok(fetch::miss(route, request.clone(), key, None, stored).await)
+    Ok(Box::pin(fetch::miss(route, request.clone(), key, None, stored)).await)
 }
 
 /// A lookup's result: a response, or the policy's `vcl_hit` / `vcl_miss` sending the request
@@ -651,9 +658,11 @@ async fn vcl_steps(
         parts.extensions.insert(as_sent);
     }
     if let Some(limit) = program.req_body_limit() {
-        cache_req_body(&mut parts, &mut body, had_body, limit, shared.body_timeout).await;
+        Box::pin(cache_req_body(&mut parts, &mut body, had_body, limit, shared.body_timeout)).await;
     }
-    let mut session = ClientSession::new(parts, client, version, xid, shared.cache.clone());
+    // On the heap: the session lives across every await below, and a future that holds it
+    // inline is that much larger to box per request.
+    let mut session = Box::new(ClientSession::new(parts, client, version, xid, shared.cache.clone()));
     session.esi = esi;
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
@@ -664,12 +673,11 @@ async fn vcl_steps(
             action
         };
         // Plugins that read bodies see the request's before it goes anywhere.
-        if let Some(diverted) = session
-            .plugins
-            .request_body(version, &mut session.req, Some(client), &mut body)
-            .await
-        {
-            action = diverted;
+        if !version.plugins.is_empty() {
+            let reading = session.plugins.request_body(version, &mut session.req, Some(client), &mut body);
+            if let Some(diverted) = Box::pin(reading).await {
+                action = diverted;
+            }
         }
         let step = loop {
             match action {
@@ -682,7 +690,7 @@ async fn vcl_steps(
                     let route = Route::pick(shared, version, client, session.backend_hint);
                     let looked = if session.hash_always_miss {
                         let request = session.req.clone();
-                        Ok(fetch::miss(route, request, key, None, None).await)
+                        Ok(Box::pin(fetch::miss(route, request, key, None, None)).await)
                     } else if program.has_sub(Sub::Hit) || program.has_sub(Sub::Miss) {
                         let request = session.req.clone();
                         // For `purge.hard()` / `purge.soft()` in vcl_hit and vcl_miss.
@@ -710,7 +718,7 @@ async fn vcl_steps(
                 }
                 Action::Pass => {
                     if program.has_sub(Sub::Pass) {
-                        let decided = trace::call(program, Sub::Pass, &mut session);
+                        let decided = trace::call(program, Sub::Pass, &mut *session);
                         if decided != Action::Fetch {
                             action = decided;
                             continue;
@@ -722,14 +730,14 @@ async fn vcl_steps(
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
-                    let response = relay::pass(route, &session.req, outgoing).await;
+                    let response = Box::pin(relay::pass(route, &session.req, outgoing)).await;
                     break Step::Served(response, CacheState::Pass);
                 }
                 Action::Pipe => {
                     let mut bereq = bereq::pipe(&session.req, client.ip());
                     if program.has_sub(Sub::Pipe) {
                         session.bereq = Some(bereq);
-                        let decided = trace::call(program, Sub::Pipe, &mut session);
+                        let decided = trace::call(program, Sub::Pipe, &mut *session);
                         bereq = session.bereq.take().expect("set above");
                         if decided != Action::Pipe {
                             action = decided;
@@ -742,14 +750,14 @@ async fn vcl_steps(
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
-                    let (response, state) = piped(route, &mut session.req, bereq, outgoing).await;
+                    let (response, state) = Box::pin(piped(route, &mut session.req, bereq, outgoing)).await;
                     // As Varnish: a pipe's answer is the origin's, vcl_deliver does not see it.
                     break Step::Piped(response, state);
                 }
                 Action::Purge => {
                     let key = vcl_key(program, &mut session);
                     shared.cache.purge(&key);
-                    break match trace::call(program, Sub::Purge, &mut session) {
+                    break match trace::call(program, Sub::Purge, &mut *session) {
                         Action::Synth { status, reason } => Step::Synth(status, Some(reason.to_string())),
                         Action::Restart => Step::Restart,
                         _ => Step::Synth(200, Some("Purged".to_string())),
@@ -822,12 +830,12 @@ async fn vcl_steps(
                 let response = esi_assembled(shared, version, &session, response);
                 let response = gzip::decoded_unless_accepted(response, &session.req.headers);
                 // Plugins that read bodies see this one before its head is sent.
+                if version.plugins.is_empty() {
+                    return (response, state);
+                }
                 let client = Some(session.client);
-                return match session
-                    .plugins
-                    .response_body(version, &mut session.req, client, response)
-                    .await
-                {
+                let reading = session.plugins.response_body(version, &mut session.req, client, response);
+                return match Box::pin(reading).await {
                     Ok(response) => (response, state),
                     Err(mut answered) => {
                         let synth = HeaderValue::from_static(CacheState::Synth.as_str());

@@ -388,6 +388,12 @@ impl ClientSession {
         if self.version.plugins.is_empty() {
             return super::trace::call(program, sub, self);
         }
+        // Boxed: the pause machinery would otherwise make every policy request's future larger.
+        Box::pin(self.run_resuming(program, sub)).await
+    }
+
+    /// [`ClientSession::run_waiting`] with plugins: runs `sub`, and again after each pause.
+    async fn run_resuming(&mut self, program: &policy_lang::Program, sub: policy_lang::Sub) -> policy_lang::Action {
         let start = (
             self.req.clone(),
             self.resp.clone(),
