@@ -161,12 +161,14 @@ mod tests {
     use super::{vcl_backend_response, StoreRules, Verdict};
     use crate::cache::rules::storable::StoreOptions;
 
+    /// (status, response fields, `beresp.ttl`, `bereq.uncacheable`, verdict)
+    type Row = (u16, &'static [(&'static str, &'static str)], f64, bool, Verdict);
+
     #[test]
     fn builtin_backend_response_judges_by_the_rules_without_a_policy() {
         use Verdict::{Deliver, FallThrough as Store, HitForMiss as Miss};
         #[rustfmt::skip]
-        let table: &[(u16, &[(&str, &str)], f64, bool, Verdict)] = &[
-            // (status, response fields, beresp.ttl, bereq.uncacheable, verdict)
+        let table: &[Row] = &[
             // RFC 9111 §3: fresh and storable
             (200, &[("cache-control", "max-age=60")], 60.0, false, Store),
             // a pass is delivered as it is
