@@ -846,8 +846,13 @@ impl Context for BackendSession<'_> {
     fn builtin_backend_response(&mut self) -> Option<Option<policy_lang::Action>> {
         let rules = self.store_rules.as_ref()?;
         let beresp = self.beresp.as_deref_mut()?;
-        let verdict =
-            super::builtin::vcl_backend_response(beresp, &self.bereq.headers, self.uncacheable, self.ttl, rules);
+        let verdict = super::builtin::vcl_backend_response(
+            beresp,
+            &self.bereq.headers,
+            self.uncacheable,
+            self.ttl,
+            rules,
+        );
         Some(match verdict {
             super::builtin::Verdict::FallThrough => None,
             super::builtin::Verdict::Deliver => Some(policy_lang::Action::Deliver),
