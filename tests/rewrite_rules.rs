@@ -184,6 +184,54 @@ async fn an_edit_of_the_rules_file_hot_reloads() {
     );
 }
 
+/// `edgecache ARGS`: exit code, stdout, stderr.
+fn edgecache(args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_edgecache"))
+        .args(args)
+        .output()
+        .expect("run edgecache");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("UTF-8 output");
+    (
+        output.status.code().unwrap_or(-1),
+        text(output.stdout),
+        text(output.stderr),
+    )
+}
+
+#[test]
+fn check_reads_rules_by_file_name_and_explain_prints_loadable_vcl() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/site.htaccess");
+    let (code, stdout, _) = edgecache(&["check", example]);
+    assert_eq!((code, stdout.trim_end()), (0, format!("{example}: ok").as_str()));
+
+    let (code, vcl, stderr) = edgecache(&["check", "--explain", example]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        vcl.contains("vcl 4.1;") && vcl.contains("set beresp.ttl = 45s;"),
+        "{vcl}"
+    );
+    let dir = temp_dir();
+    let explained = path_in(&dir, "site.vcl");
+    write_in_place(&explained, &vcl);
+    let (code, _, stderr) = edgecache(&["check", explained.to_str().unwrap()]);
+    assert_eq!(code, 0, "the explained VCL loads: {stderr}");
+
+    // Another name is read as rules with --policy-format rewrite; the diagnostics point into it.
+    let rules = path_in(&dir, "rules.txt");
+    write_in_place(
+        &rules,
+        "RewriteEngine on\nRewriteCond %{REQUEST_FILENAME} !-f\nRewriteRule . /index.php [L]\n",
+    );
+    let (code, _, stderr) = edgecache(&["check", "--policy-format", "rewrite", rules.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("rules.txt:2:33") && stderr.contains("`-f` tests the file system"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = edgecache(&["check", "--explain", explained.to_str().unwrap()]);
+    assert_eq!(code, 1, "--explain of VCL is refused: {stderr}");
+}
+
 /// Every request of the table through `addr`: status, `X-Cache`, `Location` and body.
 async fn answers(addr: SocketAddr) -> Vec<String> {
     let table: &[(&str, Headers)] = &[

@@ -574,7 +574,18 @@ impl Reader<'_> {
             None => (false, pattern.text.as_str()),
         };
         let cond_test = if let Some(value) = body.strip_prefix('=') {
-            CondTest::Equals(value.to_string())
+            // As Apache: `=""` is the empty string.
+            CondTest::Equals(if value == "\"\"" {
+                String::new()
+            } else {
+                value.to_string()
+            })
+        } else if matches!(body, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge") {
+            return self.error(
+                Diagnostic::new(Code::Unsupported, pattern.span, "integer comparisons are not supported")
+                    .label("integer comparison")
+                    .hint("use a regex, e.g. `^[0-9]{1,2}$` for numbers below 100, or move to VCL (`edgecache check --explain FILE`)"),
+            );
         } else if body.starts_with('-')
             && body.len() > 1
             && body[1..].chars().all(|c| c.is_ascii_alphabetic())

@@ -180,6 +180,21 @@ fn each_condition_variable_reads_its_part_of_the_request() {
             get("/static/a.css"),
         ),
         (
+            "RewriteCond %{HTTP_REFERER} ^https://partner\\.example/",
+            get("/").header(Scope::Req, "referer", "https://partner.example/a"),
+            get("/").header(Scope::Req, "referer", "https://other.example/"),
+        ),
+        (
+            "RewriteCond %{HTTP_REFERER} =\"\"",
+            get("/"),
+            get("/").header(Scope::Req, "referer", "https://a.example/"),
+        ),
+        (
+            "RewriteCond %{HTTP_ACCEPT} image/webp",
+            get("/").header(Scope::Req, "accept", "image/avif,image/webp"),
+            get("/").header(Scope::Req, "accept", "image/png"),
+        ),
+        (
             "RewriteCond %{HTTP_HOST} =EXAMPLE.com [NC]",
             get("/"),
             get("/").header(Scope::Req, "host", "www.example.com"),
@@ -411,6 +426,14 @@ fn internal_rewrites_change_req_url_with_the_query_rules() {
         recv(&p, &mut ctx);
         assert_eq!(url(&ctx), to, "{from}");
     }
+}
+
+#[test]
+fn ne_is_accepted_and_a_flag_name_is_case_insensitive() {
+    let p = program("RewriteEngine on\nRewriteRule ^a$ /b\\%20c [ne,l]\n");
+    let mut ctx = get("/a");
+    recv(&p, &mut ctx);
+    assert_eq!(url(&ctx), "/b%20c");
 }
 
 #[test]
