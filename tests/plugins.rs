@@ -14,8 +14,10 @@ use http::StatusCode;
 use support::plugins::{built, wasm, wat};
 use support::{get, start_with_policy, Origin, OriginReply};
 
+/// `public`: a shared cache may store it even for a request with `Authorization` (RFC 9111
+/// §3.5), as the auth tests send.
 fn cacheable(_: &http::Request<bytes::Bytes>) -> OriginReply {
-    OriginReply::ok("from the origin").cache_control("max-age=600")
+    OriginReply::ok("from the origin").cache_control("public, max-age=600")
 }
 
 // === the Rust SDK examples ===
