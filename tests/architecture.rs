@@ -44,6 +44,7 @@ const POLICY_LANG: &[(&str, &[&str])] = &[
 #[rustfmt::skip]
 const RUNTIME: &[(&str, &[&str])] = &[
     ("telemetry", &[]),
+    ("trace", &[]),
     ("config", &[]),
     ("demo", &[]),
     ("dns", &["config", "telemetry"]),
@@ -54,9 +55,9 @@ const RUNTIME: &[(&str, &[&str])] = &[
     ("policy", &["plugin", "backend", "dns", "config", "telemetry"]),
     ("version", &["policy", "backend", "plugin", "dns", "config", "telemetry"]),
     ("reload", &["version", "config", "telemetry"]),
-    ("admin", &["reload", "version", "cache", "config", "telemetry"]),
-    ("proxy", &["reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry"]),
-    ("server", &["proxy", "admin", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry"]),
+    ("admin", &["reload", "version", "cache", "dns", "config", "telemetry", "trace"]),
+    ("proxy", &["reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
+    ("server", &["proxy", "admin", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
     // The fuzz target's entry point, like lib.rs a way into the whole crate.
     ("fuzzing", &[ANY]),
 ];

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::client;
+use crate::config::split_host_port;
 use crate::dns::Resolver;
 
 /// Marks a request forwarded by a peer: it is applied, never forwarded again. Its value names
@@ -248,21 +249,6 @@ pub(super) async fn share(
     };
     answer["peers"] = Value::Array(peers.forward(&target, body).await);
     super::json(status, answer)
-}
-
-/// `host:port` (`[v6]:port` for an IPv6 address) split; the error says what is accepted.
-pub(crate) fn split_host_port(entry: &str) -> Result<(&str, u16), String> {
-    let (host, port) = entry
-        .rsplit_once(':')
-        .ok_or_else(|| format!("`{entry}` has no port: HOST:PORT of a peer's admin API"))?;
-    let port = port
-        .parse()
-        .map_err(|_| format!("`{entry}`: `{port}` is not a port number"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err(format!("`{entry}` has no host: HOST:PORT of a peer's admin API"));
-    }
-    Ok((host, port))
 }
 
 /// Whether `ip` is an address of this machine.

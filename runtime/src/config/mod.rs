@@ -617,7 +617,7 @@ impl Config {
             ));
         }
         for peer in &self.peers {
-            crate::admin::peers::split_host_port(peer).map_err(|problem| {
+            split_host_port(peer).map_err(|problem| {
                 ConfigError::new(
                     "peers (--peers)",
                     problem,
@@ -644,6 +644,22 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A peer's `host:port` (`[v6]:port` for an IPv6 address) split: checked here, used by
+/// `admin::peers`; the error says what is accepted.
+pub(crate) fn split_host_port(entry: &str) -> Result<(&str, u16), String> {
+    let (host, port) = entry
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{entry}` has no port: HOST:PORT of a peer's admin API"))?;
+    let port = port
+        .parse()
+        .map_err(|_| format!("`{entry}`: `{port}` is not a port number"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("`{entry}` has no host: HOST:PORT of a peer's admin API"));
+    }
+    Ok((host, port))
 }
 
 /// hyper buffers no less than this for a request head.
