@@ -112,6 +112,7 @@ pub fn load_plugins(
                 .config(decl.config.clone().into_bytes())
                 .vm_config(decl.vm_config.clone().into_bytes())
                 .root_id(&decl.root_id)
+                .vm_id(&decl.vm_id)
                 .upstreams(upstreams)
                 .max_body(
                     decl.max_body
@@ -123,7 +124,6 @@ pub fn load_plugins(
         .collect()
 }
 
-                .vm_id(&decl.vm_id)
 /// A plugin's `.upstreams`: each cluster with the declared backend it names.
 fn plugin_upstreams(
     program: &Program,
