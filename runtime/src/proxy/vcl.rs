@@ -765,7 +765,7 @@ pub(super) struct BackendSession<'a> {
     pub returned: Option<policy_lang::Span>,
     /// The storage rules the builtin `vcl_backend_response` runs natively with (set where a
     /// response may be stored); without them `builtin.vcl`'s text is interpreted.
-    pub store_rules: Option<super::builtin::StoreRules>,
+    pub store_rules: Option<super::beresp::StoreRules>,
 }
 
 impl<'a> BackendSession<'a> {
@@ -846,7 +846,7 @@ impl Context for BackendSession<'_> {
     fn builtin_backend_response(&mut self) -> Option<Option<policy_lang::Action>> {
         let rules = self.store_rules.as_ref()?;
         let beresp = self.beresp.as_deref_mut()?;
-        let verdict = super::builtin::vcl_backend_response(
+        let verdict = super::beresp::vcl_backend_response(
             beresp,
             &self.bereq.headers,
             self.uncacheable,
@@ -854,10 +854,10 @@ impl Context for BackendSession<'_> {
             rules,
         );
         Some(match verdict {
-            super::builtin::Verdict::FallThrough => None,
-            super::builtin::Verdict::Deliver => Some(policy_lang::Action::Deliver),
-            super::builtin::Verdict::HitForMiss => {
-                self.ttl = super::builtin::HIT_FOR_MISS_TTL;
+            super::beresp::Verdict::FallThrough => None,
+            super::beresp::Verdict::Deliver => Some(policy_lang::Action::Deliver),
+            super::beresp::Verdict::HitForMiss => {
+                self.ttl = super::beresp::HIT_FOR_MISS_TTL;
                 self.uncacheable = true;
                 Some(policy_lang::Action::Deliver)
             }
