@@ -32,10 +32,7 @@ pub(super) fn next_xid() -> i64 {
     NEXT_XID.fetch_add(1, Ordering::Relaxed) as i64
 }
 
-/// The client request's xid, carried by its parts to the backend requests made for it, so
-/// that `bereq.xid` (on `vcl_backend_error`'s page) is the id of the access-log line too.
-#[derive(Clone, Copy)]
-pub(super) struct Xid(pub i64);
+pub(super) use super::access_log::Xid;
 
 /// The request as the client sent it, kept in its extensions for `std.rollback(req)` when the
 /// policy calls it.
