@@ -459,6 +459,7 @@ fn finish(
                 ca.declared_at = format!("{}:{}", file.name, file.line_col(ca.span.start).0);
             }
             let mut program = compile::compile(checked, sources);
+            program.source_map = sm.find(BUILTIN_NAME).map(|builtin| (sm.clone(), builtin));
             if !sink.items.is_empty() {
                 program.warnings = Some(Diagnostics::new(sm, sink.items));
             }

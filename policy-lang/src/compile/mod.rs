@@ -6,9 +6,9 @@
 //! order, builtin last, exactly as Varnish appends `builtin.vcl`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use crate::diagnostics::Diagnostics;
+use crate::diagnostics::{Diagnostics, FileId, SourceMap, Span};
 use crate::tree::{fold, Acl, BackendDecl, Checked, Director, PluginDecl, Stmt};
 use crate::vocab::{BackendId, PluginId, Sub};
 
@@ -39,6 +39,9 @@ pub struct Program {
     pub(crate) shard_params: Vec<crate::tree::shard::ShardParams>,
     pub(crate) sources: Vec<String>,
     pub(crate) warnings: Option<Diagnostics>,
+    /// The files read and which of them is the builtin VCL, to name a `return`'s line
+    /// ([`Program::return_site`]).
+    pub(crate) source_map: Option<(Arc<SourceMap>, FileId)>,
     /// `var.global_set` / `var.global_get`: strings every request of this policy shares.
     pub(crate) globals: Mutex<HashMap<String, String>>,
 }
@@ -50,7 +53,7 @@ impl Program {
         fn walk<'p>(body: &'p [Stmt], out: &mut Vec<&'p str>) {
             for stmt in body {
                 match stmt {
-                    Stmt::Return(crate::tree::Ret::Const(crate::vocab::Action::Vcl { label }))
+                    Stmt::Return(crate::tree::Ret::Const(crate::vocab::Action::Vcl { label }), _)
                         if !out.contains(&&**label) =>
                     {
                         out.push(label);
@@ -168,6 +171,23 @@ impl Program {
     pub fn warnings(&self) -> Option<&Diagnostics> {
         self.warnings.as_ref()
     }
+
+    /// `FILE:LINE` of the `return` at `at` (see [`Context::returned`](crate::Context::returned)),
+    /// the builtin's as `builtin.vcl:LINE` (the line in `policy-lang/src/builtin.vcl`).
+    pub fn return_site(&self, at: Span) -> String {
+        let Some((sm, builtin)) = &self.source_map else {
+            return "?".to_string();
+        };
+        let Some((id, file)) = sm.files().nth(at.file.0 as usize) else {
+            return "?".to_string();
+        };
+        let name = if id == *builtin {
+            "builtin.vcl"
+        } else {
+            file.name.as_str()
+        };
+        format!("{name}:{}", file.line_col(at.start).0)
+    }
 }
 
 pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
@@ -200,6 +220,7 @@ pub(crate) fn compile(checked: Checked, sources: Vec<String>) -> Program {
         shard_params: checked.shard_params,
         sources,
         warnings: None,
+        source_map: None,
         globals: Mutex::default(),
     }
 }
@@ -264,6 +285,7 @@ mod tests {
                     on_error: OnError::Continue,
                     isolation: PluginIsolation::PerRequest,
                     root_id: String::new(),
+                    vm_id: String::new(),
                     vm_config: String::new(),
                     upstreams: Vec::new(),
                     max_body: None,
@@ -276,6 +298,7 @@ mod tests {
                     on_error: OnError::Deny,
                     isolation: PluginIsolation::Shared,
                     root_id: String::new(),
+                    vm_id: String::new(),
                     vm_config: String::new(),
                     upstreams: Vec::new(),
                     max_body: None,
@@ -287,8 +310,8 @@ mod tests {
                     on_error: OnError::Deny,
                     isolation: PluginIsolation::Shared,
                     root_id: String::new(),
-                    vm_config: String::new(),
                     vm_id: String::new(),
+                    vm_config: String::new(),
                     upstreams: Vec::new(),
                     max_body: None,
                 },
@@ -301,7 +324,6 @@ mod tests {
     }
 
     #[test]
-                    vm_id: String::new(),
     fn plugin_paths_resolve_against_the_declaring_file() {
         use std::path::Path;
         struct Mem;
@@ -313,7 +335,6 @@ mod tests {
                 };
                 let text = match name.as_str() {
                     "/etc/edge/main.vcl" => {
-                    vm_id: String::new(),
                         "vcl 4.1;\nbackend default { .host = \"h\"; }\ninclude \"lib/auth.vcl\";\n\
                          plugin top { .path = \"top.wasm\"; }\n\
                          sub vcl_deliver { plugin.response(top); }\n"

@@ -210,6 +210,13 @@ pub trait Context {
         None
     }
 
+    /// The `return` written at `at` is deciding the sub being run (varnishlog's `VCL_return`
+    /// names it: [`Program::return_site`](crate::Program::return_site)). A sub that ends
+    /// without one was decided by the builtin behaviour. The default ignores it.
+    fn returned(&mut self, at: Span) {
+        let _ = at;
+    }
+
     /// `plugin.request(NAME);` (phase [`PluginPhase::Request`], `vcl_recv`)
     /// and `plugin.response(NAME);` (phase [`PluginPhase::Response`],
     /// `vcl_backend_response` / `vcl_deliver`): run the plugin's phase on the
@@ -332,6 +339,9 @@ impl Context for OwnTask<'_> {
     }
     fn builtin_backend_response(&mut self) -> Option<Option<Action>> {
         self.ctx.builtin_backend_response()
+    }
+    fn returned(&mut self, at: Span) {
+        self.ctx.returned(at)
     }
     fn run_plugin(&mut self, plugin: PluginId, phase: PluginPhase) -> PluginOutcome {
         self.ctx.run_plugin(plugin, phase)

@@ -20,6 +20,7 @@ pub(crate) mod vmods;
 
 use context::OwnTask;
 pub use context::{Context, PluginOutcome};
+pub(crate) use shard::{blob_key, MAX_SHARD_PARAMS};
 pub use vmods::Task;
 
 use std::borrow::Cow;
@@ -98,7 +99,10 @@ impl Program {
                     return self.exec_block(otherwise, sub, ctx);
                 }
             }
-            Stmt::Return(r) => return Flow::Done(self.ret(r, &*ctx)),
+            Stmt::Return(r, at) => {
+                ctx.returned(*at);
+                return Flow::Done(self.ret(r, &*ctx));
+            }
             Stmt::ReturnSub => return Flow::Leave,
             Stmt::Call(i) => {
                 let native = if self.builtin_recv == Some(*i) {

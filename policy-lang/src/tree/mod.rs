@@ -14,7 +14,7 @@ pub use decl::{BackendDecl, BackendTls, CaFile, OnError, PluginDecl, PluginIsola
 
 use http::HeaderName;
 
-use crate::diagnostics::FileId;
+use crate::diagnostics::{FileId, Span};
 use crate::vocab::pattern::Pattern;
 use crate::vocab::{
     Action, ArithOp, BackendId, CmpOp, ConnectionValue, PluginId, PluginPhase, Scope, Sub, Value, ValueType,
@@ -300,7 +300,8 @@ pub(crate) enum Stmt {
     SetHeader(Scope, HeaderName, Expr),
     UnsetHeader(Scope, HeaderName),
     If(Vec<(Expr, Vec<Stmt>)>, Vec<Stmt>),
-    Return(Ret),
+    /// `return (...)`, with where it is written (for tracing: [`Context::returned`](crate::Context::returned)).
+    Return(Ret, Span),
     /// Bare `return;` leaving a custom sub.
     ReturnSub,
     Call(usize),

@@ -10,6 +10,7 @@ use policy_lang::{Action, BackendId, Program, Sub, Task};
 
 use super::bereq::empty_body;
 use super::synth;
+use super::trace::{self, Side, Trace};
 use super::vcl::{BackendSession, BereqAsBuilt, Xid};
 use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
 use crate::cache::body::ProxyBody;
@@ -64,6 +65,8 @@ pub(super) struct Attempts<'v> {
     pub(super) task: Task,
     /// The client request's id (`bereq.xid`), when the fetch is made for one.
     xid: Option<i64>,
+    /// The client request's trace, when someone listens (`GET /log`).
+    trace: Option<Trace>,
 }
 
 impl<'v> Attempts<'v> {
@@ -86,7 +89,18 @@ impl<'v> Attempts<'v> {
             rerouted: false,
             task: Task::default(),
             xid: bereq.extensions().get::<Xid>().map(|xid| xid.0),
+            trace: bereq.extensions().get::<Trace>().cloned(),
         };
+        if let Some(trace) = &attempts.trace {
+            let how = if uncacheable { "pass" } else { "fetch" };
+            let link = format!("bereq {} {how}", attempts.xid.unwrap_or(0));
+            trace.log(Side::Client, "Link", link.clone());
+            trace.log(Side::Backend, "Begin", link);
+            trace.timestamp(Side::Backend, "Start");
+            trace.log(Side::Backend, "BereqMethod", bereq.method().as_str());
+            let url = bereq.uri().path_and_query().map_or("/", |pq| pq.as_str());
+            trace.log(Side::Backend, "BereqURL", url);
+        }
         if version.policy.is_none() {
             return (attempts, backend.clone());
         }
@@ -118,13 +132,19 @@ impl<'v> Attempts<'v> {
     /// whether it set `bereq.backend` to another choice (now in `hint`).
     fn vcl_backend_fetch(&mut self, backend_name: &str) -> bool {
         let Some(program) = self.version.policy_defining(Sub::BackendFetch) else {
+            trace::builtin(
+                self.trace.as_ref(),
+                Side::Backend,
+                Sub::BackendFetch,
+                &Action::Fetch,
+            );
             return false;
         };
         let mut session = BackendSession::new(&mut self.head, backend_name, self.uncacheable, &mut self.task);
         session.backend = self.hint;
         session.version = Some(self.version);
         session.retries = self.retries;
-        program.run(Sub::BackendFetch, &mut session);
+        trace::call(program, Sub::BackendFetch, &mut session);
         let chosen = session.backend;
         let changed = chosen != self.hint;
         self.hint = chosen;
@@ -150,8 +170,28 @@ impl<'v> Attempts<'v> {
         let on_error = version.policy_defining(Sub::BackendError);
         loop {
             let error = if backend.healthy() {
+                if let Some(trace) = &self.trace {
+                    trace.log(
+                        Side::Backend,
+                        "BackendOpen",
+                        format!("{} {}", backend.name(), backend.address()),
+                    );
+                    trace.timestamp(Side::Backend, "Bereq");
+                }
                 match backend.send(bereq).await {
-                    Ok(response) => return Ok(response),
+                    Ok(response) => {
+                        if let Some(trace) = &self.trace {
+                            let status = response.status();
+                            trace.log(Side::Backend, "BerespStatus", status.as_str());
+                            trace.log(
+                                Side::Backend,
+                                "BerespReason",
+                                status.canonical_reason().unwrap_or(""),
+                            );
+                            trace.timestamp(Side::Backend, "Beresp");
+                        }
+                        return Ok(response);
+                    }
                     Err(error) => error,
                 }
             } else {
@@ -169,6 +209,14 @@ impl<'v> Attempts<'v> {
                 };
                 BackendError::new(backend, Stage::Connect, FailureKind::Down, why)
             };
+            if let Some(trace) = &self.trace {
+                trace.log(
+                    Side::Backend,
+                    "FetchError",
+                    format!("{}: {error}", backend.name()),
+                );
+                trace.timestamp(Side::Backend, "Error");
+            }
             if !self.repeatable || self.retries >= MAX_RETRIES {
                 return Err(self.fail(error));
             }
@@ -299,7 +347,7 @@ impl<'v> Attempts<'v> {
         session.backend = self.hint;
         session.retries = self.retries;
         session.beresp = Some(&mut beresp);
-        let action = program.run(Sub::BackendError, &mut session);
+        let action = trace::call(program, Sub::BackendError, &mut session);
         if session.rolled_back {
             // What a retry sends.
             BereqAsBuilt::restore(&mut self.head);

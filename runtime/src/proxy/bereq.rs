@@ -64,6 +64,9 @@ fn fetch(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingB
     if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
         head.extensions.insert(*xid);
     }
+    if let Some(trace) = super::trace::of(parts) {
+        head.extensions.insert(trace.clone());
+    }
     if let Some(background) = parts.extensions.get::<vcl::BackgroundFetch>() {
         head.extensions.insert(*background);
     }

@@ -439,14 +439,18 @@ struct Builtin {
     /// `req.is_hitmiss`, `req.is_hitpass`.
     hit_miss: bool,
     hit_pass: bool,
+    /// A policy's traced request: builtin.vcl's `vcl_hit` / `vcl_miss` show in its trace.
+    trace: Option<trace::Trace>,
 }
 
 impl PolicyHooks for Builtin {
     fn hit(&mut self, _object: &Arc<CachedObject>) -> Option<Action> {
+        trace::builtin(self.trace.as_ref(), Side::Client, Sub::Hit, &Action::Deliver);
         None
     }
 
     fn miss(&mut self) -> Option<Action> {
+        trace::builtin(self.trace.as_ref(), Side::Client, Sub::Miss, &Action::Fetch);
         None
     }
 
@@ -563,6 +567,8 @@ async fn esi_include(
     // The page's body (and its rollback state) are not the include's.
     request.extensions.remove::<vcl::CachedBody>();
     request.extensions.remove::<vcl::Received>();
+    // An include is a request of its own; the page's trace does not show it.
+    request.extensions.remove::<trace::Trace>();
     let Some(program) = version.policy.as_ref() else {
         let detail = "ESI include without a policy";
         return synth::plain(StatusCode::SERVICE_UNAVAILABLE, detail);
@@ -703,6 +709,7 @@ async fn vcl_steps(
                     } else {
                         let mut builtin = Builtin {
                             policy: true,
+                            trace: session.trace.clone(),
                             ..Builtin::default()
                         };
                         let looked = lookup(route, &session.req, key, &mut builtin).await;
@@ -743,6 +750,8 @@ async fn vcl_steps(
                             action = decided;
                             continue;
                         }
+                    } else {
+                        trace::builtin(session.trace.as_ref(), Side::Client, Sub::Pass, &Action::Fetch);
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
                     let outgoing = match once(&mut body, rewritten_or_cached(&mut session), had_body, shared)

@@ -19,7 +19,6 @@
 mod access_log;
 mod attempts;
 mod bereq;
-mod beresp;
 mod builtin;
 mod client_tls;
 mod commit;

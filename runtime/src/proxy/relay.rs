@@ -54,6 +54,15 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
         };
         invalidate::after(route, parts, &response);
         let (mut head, body) = response.into_parts();
+        if version.policy.is_some() && version.policy_defining(Sub::BackendResponse).is_none() {
+            let traced = super::trace::of(parts);
+            super::trace::builtin(
+                traced,
+                super::trace::Side::Backend,
+                Sub::BackendResponse,
+                &Action::Deliver,
+            );
+        }
         if let Some(program) = version.policy_defining(Sub::BackendResponse) {
             let mut request = parts.clone();
             attempts.lend_as_built(&mut request);
@@ -61,7 +70,7 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
             session.version = Some(version);
             session.retries = attempts.retries;
             session.beresp = Some(&mut head);
-            let action = program.run(Sub::BackendResponse, &mut session);
+            let action = super::trace::call(program, Sub::BackendResponse, &mut session);
             if session.rolled_back || action == Action::Retry {
                 let rolled_back = session.rolled_back;
                 drop(session);

@@ -12,12 +12,13 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, StatusCode, Uri, Version};
 use policy_lang::{
-    BackendId, BanExpr, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Task, Value,
-    Var,
+    BackendId, BanExpr, ConnectionValue, Context, PluginId, PluginOutcome, PluginPhase, Scope, Span, Task,
+    Value, Var,
 };
 
 use super::esi::EsiLevel;
 use super::plugins::PluginCalls;
+use super::trace::{self, Side, Trace, Traced};
 use super::{ClientTls, Proxied};
 use crate::backend::ConnectionAddresses;
 use crate::cache::clock::Clock;
@@ -32,7 +33,10 @@ pub(super) fn next_xid() -> i64 {
     NEXT_XID.fetch_add(1, Ordering::Relaxed) as i64
 }
 
-pub(super) use super::access_log::Xid;
+/// The client request's xid, carried by its parts to the backend requests made for it, so
+/// that `bereq.xid` (on `vcl_backend_error`'s page) is the id of the access-log line too.
+#[derive(Clone, Copy)]
+pub(super) struct Xid(pub i64);
 
 /// The request as the client sent it, kept in its extensions for `std.rollback(req)` when the
 /// policy calls it.
@@ -309,8 +313,8 @@ pub(super) struct ClientSession {
     pub key: Option<crate::cache::key::CacheKey>,
     /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
     /// sub being run (see `trace::call`).
-    pub trace: Option<crate::trace::Trace>,
-    pub returned: Option<policy_lang::Span>,
+    pub trace: Option<Trace>,
+    pub returned: Option<Span>,
 }
 
 impl ClientSession {
@@ -383,7 +387,7 @@ impl ClientSession {
         sub: policy_lang::Sub,
     ) -> policy_lang::Action {
         if self.version.plugins.is_empty() {
-            return super::trace::call(program, sub, self);
+            return trace::call(program, sub, self);
         }
         // Boxed: the pause machinery would otherwise make every policy request's future larger.
         Box::pin(self.run_resuming(program, sub)).await
@@ -399,7 +403,7 @@ impl ClientSession {
             self.task.clone(),
         );
         let bans = self.bans.len();
-        let mut action = super::trace::call(program, sub, self);
+        let mut action = trace::call(program, sub, self);
         while let policy_lang::Action::PluginPaused { .. } = action {
             let version = self.version.clone();
             let paused = self.resp.as_ref().map(|resp| (resp.status, &resp.headers));
@@ -415,7 +419,7 @@ impl ClientSession {
             ) = start.clone();
             // The run again bans again what the first run banned.
             self.bans.truncate(bans);
-            action = super::trace::call(program, sub, self);
+            action = trace::call(program, sub, self);
         }
         self.plugins.run_done();
         action
@@ -486,8 +490,28 @@ fn connection_socket(extensions: &http::Extensions, var: Var) -> Option<SocketAd
     }
 }
 
+impl Traced for ClientSession {
+    const SIDE: Side = Side::Client;
+    fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+    fn deciding_return(&mut self) -> &mut Option<Span> {
+        &mut self.returned
+    }
+}
+
+impl Traced for BackendSession<'_> {
+    const SIDE: Side = Side::Backend;
+    fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+    fn deciding_return(&mut self) -> &mut Option<Span> {
+        &mut self.returned
+    }
+}
+
 impl Context for ClientSession {
-    fn returned(&mut self, at: policy_lang::Span) {
+    fn returned(&mut self, at: Span) {
         self.returned = Some(at);
     }
 
@@ -758,8 +782,8 @@ pub(super) struct BackendSession<'a> {
     task: &'a mut Task,
     /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
     /// sub being run (see `trace::call`).
-    pub trace: Option<crate::trace::Trace>,
-    pub returned: Option<policy_lang::Span>,
+    pub trace: Option<Trace>,
+    pub returned: Option<Span>,
     /// The storage rules the builtin `vcl_backend_response` runs natively with (set where a
     /// response may be stored); without them `builtin.vcl`'s text is interpreted.
     pub store_rules: Option<super::beresp::StoreRules>,
@@ -836,14 +860,14 @@ impl BackendSession<'_> {
 }
 
 impl Context for BackendSession<'_> {
-    fn returned(&mut self, at: policy_lang::Span) {
+    fn returned(&mut self, at: Span) {
         self.returned = Some(at);
     }
 
     fn builtin_backend_response(&mut self) -> Option<Option<policy_lang::Action>> {
         let rules = self.store_rules.as_ref()?;
         let beresp = self.beresp.as_deref_mut()?;
-        let verdict = super::beresp::vcl_backend_response(
+        let verdict = super::builtin::vcl_backend_response(
             beresp,
             &self.bereq.headers,
             self.uncacheable,
@@ -851,10 +875,10 @@ impl Context for BackendSession<'_> {
             rules,
         );
         Some(match verdict {
-            super::beresp::Verdict::FallThrough => None,
-            super::beresp::Verdict::Deliver => Some(policy_lang::Action::Deliver),
-            super::beresp::Verdict::HitForMiss => {
-                self.ttl = super::beresp::HIT_FOR_MISS_TTL;
+            super::builtin::Verdict::FallThrough => None,
+            super::builtin::Verdict::Deliver => Some(policy_lang::Action::Deliver),
+            super::builtin::Verdict::HitForMiss => {
+                self.ttl = super::builtin::HIT_FOR_MISS_TTL;
                 self.uncacheable = true;
                 Some(policy_lang::Action::Deliver)
             }

@@ -44,7 +44,7 @@ impl Lowerer<'_> {
                         .label("unknown methods go to the origin as ordinary requests")
                         .hint("edgecache's builtin passes methods it does not know (the origin decides); write `return (pass);` to say so, or `return (pipe);` in `vcl_recv` to tunnel them"),
                 );
-                return Some(Stmt::Return(Ret::Const(Action::Pass)));
+                return Some(Stmt::Return(Ret::Const(Action::Pass), span));
             }
             _ => {}
         }
@@ -145,7 +145,7 @@ impl Lowerer<'_> {
                 }
                 let (d, t) = self.expr(&args[0].value);
                 let d = self.coerce(d, t, Ty::Duration, args[0].value.span, None)?;
-                return Some(Stmt::Return(Ret::HitForPass(fold::expr(d))));
+                return Some(Stmt::Return(Ret::HitForPass(fold::expr(d)), span));
             }
             "pass" => Action::Pass,
             "purge" => Action::Purge,
@@ -188,13 +188,16 @@ impl Lowerer<'_> {
                     }
                     None => None,
                 };
-                return Some(Stmt::Return(match reason.map(fold::expr) {
-                    None => Ret::Const(Action::Fail { reason: None }),
-                    Some(Expr::Const(Value::Str(s))) => Ret::Const(Action::Fail {
-                        reason: Some(Arc::from(s.as_ref())),
-                    }),
-                    Some(e) => Ret::Fail(Some(e)),
-                }));
+                return Some(Stmt::Return(
+                    match reason.map(fold::expr) {
+                        None => Ret::Const(Action::Fail { reason: None }),
+                        Some(Expr::Const(Value::Str(s))) => Ret::Const(Action::Fail {
+                            reason: Some(Arc::from(s.as_ref())),
+                        }),
+                        Some(e) => Ret::Fail(Some(e)),
+                    },
+                    span,
+                ));
             }
             _ => {
                 // synth / error
@@ -226,24 +229,27 @@ impl Lowerer<'_> {
                     None => None,
                 };
                 let is_synth = name == "synth";
-                return Some(Stmt::Return(match (&st, &reason) {
-                    (Expr::Const(Value::Int(i)), None | Some(Expr::Const(Value::Str(_)))) => {
-                        let status = *i as u16;
-                        let reason: Arc<str> = match &reason {
-                            Some(Expr::Const(Value::Str(s))) => Arc::from(s.as_ref()),
-                            _ => Arc::from(default_reason(status)),
-                        };
-                        Ret::Const(if is_synth {
-                            Action::Synth { status, reason }
-                        } else {
-                            Action::Error { status, reason }
-                        })
-                    }
-                    _ if is_synth => Ret::Synth(st, reason),
-                    _ => Ret::Error(st, reason),
-                }));
+                return Some(Stmt::Return(
+                    match (&st, &reason) {
+                        (Expr::Const(Value::Int(i)), None | Some(Expr::Const(Value::Str(_)))) => {
+                            let status = *i as u16;
+                            let reason: Arc<str> = match &reason {
+                                Some(Expr::Const(Value::Str(s))) => Arc::from(s.as_ref()),
+                                _ => Arc::from(default_reason(status)),
+                            };
+                            Ret::Const(if is_synth {
+                                Action::Synth { status, reason }
+                            } else {
+                                Action::Error { status, reason }
+                            })
+                        }
+                        _ if is_synth => Ret::Synth(st, reason),
+                        _ => Ret::Error(st, reason),
+                    },
+                    span,
+                ));
             }
         };
-        Some(Stmt::Return(Ret::Const(action)))
+        Some(Stmt::Return(Ret::Const(action), span))
     }
 }
