@@ -12,7 +12,7 @@ use std::time::Duration;
 use edgecache_runtime::Running;
 use http::Request;
 use reload_support::{path_in, start_with_policy, temp_dir, wait_for_generation, write_in_place};
-use support::{get, shared_clock, start_proxy, Headers, Origin, OriginReply};
+use support::{eventually_stored, get, send, shared_clock, start_proxy, Headers, Origin, OriginReply};
 
 /// An origin whose body names the target and the cookies it was asked with, fresh for 300 s
 /// (longer than any rule below gives).
@@ -156,6 +156,36 @@ async fn an_internal_rewrite_fetches_and_caches_the_new_url() {
     );
     assert_eq!(get(addr, "/blog/7?lang=fr", &[]).await.cache(), "HIT");
     assert_eq!(origin.requests_for("/index.php?p=7&lang=fr"), 1);
+}
+
+#[tokio::test]
+async fn a_cache_purge_rule_removes_what_a_cache_tag_rule_tagged() {
+    let origin = echoing_origin().await;
+    let (_dir, running, addr) = start_with_rules(
+        &origin,
+        "RewriteEngine on\n\
+         RewriteRule ^product/ - [E=Cache-Control:max-age=600,E=cache-tag:products]\n\
+         RewriteCond %{REQUEST_METHOD} ^POST$\n\
+         RewriteRule ^admin/save$ - [E=Cache-Purge:tag=products]\n",
+    )
+    .await;
+    get(addr, "/product/1", &[]).await;
+    get(addr, "/home", &[]).await;
+    eventually_stored(&running, 2).await;
+    assert_eq!(get(addr, "/product/1", &[]).await.cache(), "HIT");
+
+    let saved = send("POST", addr, "/admin/save", &[], "").await;
+    assert_eq!(saved.status, 200);
+    assert_eq!(
+        get(addr, "/product/1", &[]).await.cache(),
+        "MISS",
+        "the tagged page was purged"
+    );
+    assert_eq!(
+        get(addr, "/home", &[]).await.cache(),
+        "HIT",
+        "an untagged page was not"
+    );
 }
 
 #[tokio::test]

@@ -208,8 +208,8 @@ fn rewrite_entry(
 ) -> Option<(String, String)> {
     match loader.load(entry, None) {
         Ok((name, text)) => {
-            let id = sm.add(name.clone(), text.clone());
-            rewrite::to_vcl(id, &name, &text, sink).map(|vcl| (name, vcl))
+            let id = sm.add(name.clone(), text);
+            rewrite::to_vcl(id, sm.get(id), sink).map(|vcl| (name, vcl))
         }
         Err(e) => {
             sink.push(unreadable_entry(sm, entry, &e));

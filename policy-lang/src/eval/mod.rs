@@ -20,7 +20,6 @@ pub(crate) mod vmods;
 
 use context::OwnTask;
 pub use context::{Context, PluginOutcome};
-pub(crate) use shard::{blob_key, MAX_SHARD_PARAMS};
 pub use vmods::Task;
 
 use std::borrow::Cow;

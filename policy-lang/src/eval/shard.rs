@@ -22,8 +22,8 @@
 use super::Context;
 use crate::compile::Program;
 use crate::tree::shard::{
-    hash32, ParamField, Shard, ShardBy, ShardHealthy, ShardParams, ShardPick, GIVEN_ALT, GIVEN_BY,
-    GIVEN_HEALTHY, GIVEN_RAMPUP, GIVEN_WARMUP,
+    blob_key, hash32, ParamField, Shard, ShardBy, ShardHealthy, ShardParams, ShardPick, GIVEN_ALT, GIVEN_BY,
+    GIVEN_HEALTHY, GIVEN_RAMPUP, GIVEN_WARMUP, MAX_SHARD_PARAMS,
 };
 use crate::tree::{Director, Expr, Func};
 use crate::vocab::{BackendId, Value};
@@ -45,8 +45,6 @@ pub(crate) struct PickArgs {
 /// `alt` kept in a lazy pick: far more than any director has members.
 const ALT_MAX: u32 = 0xff;
 const WARMUP_DEFAULT: u64 = 0x3ff;
-/// Parameter sets a lazy pick can name (4 bits, 0 for none).
-pub(crate) const MAX_SHARD_PARAMS: usize = 15;
 
 impl PickArgs {
     /// The arguments in the 64 bits of a [`BackendId`] key: key (32), alt (8), healthy (2),
@@ -309,22 +307,6 @@ impl Program {
         };
         Some(backend(if take_next { next } else { chosen }))
     }
-}
-
-/// by=BLOB: the first four bytes, big-endian, a shorter blob padded with zeros in front.
-/// BLOBs travel as hex digits; an empty or unreadable one is key 0, as in Varnish.
-pub(crate) fn blob_key(hex: &str) -> u32 {
-    let bytes: Vec<u8> = hex
-        .as_bytes()
-        .chunks(2)
-        .map_while(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-        })
-        .take(4)
-        .collect();
-    bytes.iter().fold(0u32, |key, b| key << 8 | u32::from(*b))
 }
 
 /// The walk around the ring from a key: each member is met once.

@@ -14,6 +14,9 @@ use sha2::{Digest, Sha256};
 use super::Expr;
 use crate::vocab::BackendId;
 
+/// Parameter sets a lazy pick can name (4 bits, 0 for none).
+pub(crate) const MAX_SHARD_PARAMS: usize = 15;
+
 /// Varnish's default for `reconfigure()` and for the reconfiguration at the end of `vcl_init`.
 pub(crate) const DEFAULT_REPLICAS: u32 = 67;
 
@@ -394,4 +397,20 @@ mod tests {
         assert_eq!(shard.start(shard.ring[1].hash), 1);
         assert_eq!(shard.start(shard.ring[1].hash + 1), 2);
     }
+}
+
+/// by=BLOB: the first four bytes, big-endian, a shorter blob padded with zeros in front.
+/// BLOBs travel as hex digits; an empty or unreadable one is key 0, as in Varnish.
+pub(crate) fn blob_key(hex: &str) -> u32 {
+    let bytes: Vec<u8> = hex
+        .as_bytes()
+        .chunks(2)
+        .map_while(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .take(4)
+        .collect();
+    bytes.iter().fold(0u32, |key, b| key << 8 | u32::from(*b))
 }

@@ -6,6 +6,8 @@
 //! per request. A `Module` can only be instantiated on the engine that compiled it, so each
 //! plugin is compiled on the engine of its isolation mode.
 
+pub(super) mod calls;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -20,7 +22,6 @@ use super::abi::{self, AbiViolation, HostState, PluginMeta};
 use super::error::{Cause, LoadError, LoadErrorKind, PluginError};
 use super::instance::{Instance, InstanceSetup, StartError};
 use super::sandbox::{deadline_ticks, EpochTicker, Limits};
-use super::stream::{start_calls, Binding};
 use super::{HostSettings, Isolation, PluginSpec};
 
 /// ABI versions we accept, by the name of their marker export.
@@ -269,7 +270,7 @@ impl PluginInner {
             Ok(()) => {
                 let (generation, calls) = (instance.generation, instance.take_dispatched());
                 drop(guard);
-                start_calls(self, &Binding::Shared { slot: index }, generation, calls);
+                calls::start_calls(self, &calls::Binding::Shared { slot: index }, generation, calls);
             }
             Err(cause) => {
                 *guard = None;

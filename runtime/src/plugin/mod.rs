@@ -77,9 +77,9 @@ pub use view::{LocalResponse, RequestView, ResponseView, Verdict};
 
 pub use stream::PluginStream;
 
+use engine::calls::Binding;
 use engine::{HostInner, PluginInner};
 use instance::Instance;
-use stream::Binding;
 
 /// Host-wide settings.
 #[derive(Debug, Clone)]
@@ -338,7 +338,12 @@ impl Plugin {
                     ran += 1;
                     let (generation, calls) = (instance.generation, instance.take_dispatched());
                     drop(guard);
-                    stream::start_calls(&self.inner, &Binding::Shared { slot: index }, generation, calls);
+                    engine::calls::start_calls(
+                        &self.inner,
+                        &Binding::Shared { slot: index },
+                        generation,
+                        calls,
+                    );
                 }
                 Ok(false) => {}
                 Err(cause) => {

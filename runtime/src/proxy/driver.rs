@@ -87,7 +87,9 @@ pub(crate) async fn handle(
         });
     let (response, cache) = match (refused, &version.policy) {
         (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
-        (None, Some(program)) => Box::pin(vcl_route(&shared, &version, program, client, request, xid, true)).await,
+        (None, Some(program)) => {
+            Box::pin(vcl_route(&shared, &version, program, client, request, xid, true)).await
+        }
         (None, None) => {
             // Its fetches carry the id to a failure page (a policy's session inserts it too).
             request.extensions_mut().insert(vcl::Xid(xid));
@@ -192,7 +194,13 @@ async fn route(
     if pipe::is_websocket_upgrade(&parts) {
         let bereq = bereq::pipe(&parts, client.ip());
         let mut parts = parts;
-        return Box::pin(piped(route, &mut parts, bereq, streamed(body, shared.body_timeout))).await;
+        return Box::pin(piped(
+            route,
+            &mut parts,
+            bereq,
+            streamed(body, shared.body_timeout),
+        ))
+        .await;
     }
     if builtin::passes(&parts) {
         let body = streamed(body, shared.body_timeout);
@@ -664,11 +672,24 @@ async fn vcl_steps(
         parts.extensions.insert(as_sent);
     }
     if let Some(limit) = program.req_body_limit() {
-        Box::pin(cache_req_body(&mut parts, &mut body, had_body, limit, shared.body_timeout)).await;
+        Box::pin(cache_req_body(
+            &mut parts,
+            &mut body,
+            had_body,
+            limit,
+            shared.body_timeout,
+        ))
+        .await;
     }
     // On the heap: the session lives across every await below, and a future that holds it
     // inline is that much larger to box per request.
-    let mut session = Box::new(ClientSession::new(parts, client, version, xid, shared.cache.clone()));
+    let mut session = Box::new(ClientSession::new(
+        parts,
+        client,
+        version,
+        xid,
+        shared.cache.clone(),
+    ));
     session.esi = esi;
     loop {
         let mut action = if program.has_sub(Sub::Recv) {
@@ -680,7 +701,9 @@ async fn vcl_steps(
         };
         // Plugins that read bodies see the request's before it goes anywhere.
         if !version.plugins.is_empty() {
-            let reading = session.plugins.request_body(version, &mut session.req, Some(client), &mut body);
+            let reading = session
+                .plugins
+                .request_body(version, &mut session.req, Some(client), &mut body);
             if let Some(diverted) = Box::pin(reading).await {
                 action = diverted;
             }
@@ -730,6 +753,8 @@ async fn vcl_steps(
                             action = decided;
                             continue;
                         }
+                    } else {
+                        trace::builtin(session.trace.as_ref(), Side::Client, Sub::Pass, &Action::Fetch);
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
                     let outgoing = match once(&mut body, rewritten_or_cached(&mut session), had_body, shared)
@@ -750,8 +775,6 @@ async fn vcl_steps(
                             action = decided;
                             continue;
                         }
-                    } else {
-                        trace::builtin(session.trace.as_ref(), Side::Client, Sub::Pass, &Action::Fetch);
                     }
                     let route = Route::pick(shared, version, client, session.backend_hint);
                     let outgoing = match once(&mut body, rewritten_or_cached(&mut session), had_body, shared)
@@ -843,7 +866,9 @@ async fn vcl_steps(
                     return (response, state);
                 }
                 let client = Some(session.client);
-                let reading = session.plugins.response_body(version, &mut session.req, client, response);
+                let reading = session
+                    .plugins
+                    .response_body(version, &mut session.req, client, response);
                 return match Box::pin(reading).await {
                     Ok(response) => (response, state),
                     Err(mut answered) => {

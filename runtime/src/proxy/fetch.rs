@@ -24,7 +24,7 @@ use super::gzip::Recode;
 use super::relay::{self, relay, replacement};
 use super::route::Route;
 use super::vcl::{self, BackendSession};
-use super::{bereq, builtin, h2_accounting, headers, invalidate, respond, synth, Shared};
+use super::{bereq, beresp, builtin, h2_accounting, headers, invalidate, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
 use crate::cache::body::{BoxError, ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
@@ -724,8 +724,8 @@ impl FetchTask {
         let mut request = self.request.clone();
         attempts.lend_as_built(&mut request);
         let mut session = BackendSession::new(&mut request, self.backend.name(), false, &mut attempts.task);
-        // The builtin judges by the rules without a policy (see `builtin::vcl_backend_response`).
-        session.store_rules = Some(builtin::StoreRules {
+        // The builtin judges by the rules without a policy (see `beresp::vcl_backend_response`).
+        session.store_rules = Some(beresp::StoreRules {
             storing: self.shared.storing,
             targeted: self.shared.targeted().cloned(),
         });

@@ -19,6 +19,7 @@
 mod access_log;
 mod attempts;
 mod bereq;
+mod beresp;
 mod builtin;
 mod client_tls;
 mod commit;

@@ -33,10 +33,7 @@ pub(super) fn next_xid() -> i64 {
     NEXT_XID.fetch_add(1, Ordering::Relaxed) as i64
 }
 
-/// The client request's xid, carried by its parts to the backend requests made for it, so
-/// that `bereq.xid` (on `vcl_backend_error`'s page) is the id of the access-log line too.
-#[derive(Clone, Copy)]
-pub(super) struct Xid(pub i64);
+pub(super) use super::access_log::Xid;
 
 /// The request as the client sent it, kept in its extensions for `std.rollback(req)` when the
 /// policy calls it.
@@ -394,7 +391,11 @@ impl ClientSession {
     }
 
     /// [`ClientSession::run_waiting`] with plugins: runs `sub`, and again after each pause.
-    async fn run_resuming(&mut self, program: &policy_lang::Program, sub: policy_lang::Sub) -> policy_lang::Action {
+    async fn run_resuming(
+        &mut self,
+        program: &policy_lang::Program,
+        sub: policy_lang::Sub,
+    ) -> policy_lang::Action {
         let start = (
             self.req.clone(),
             self.resp.clone(),
@@ -867,7 +868,7 @@ impl Context for BackendSession<'_> {
     fn builtin_backend_response(&mut self) -> Option<Option<policy_lang::Action>> {
         let rules = self.store_rules.as_ref()?;
         let beresp = self.beresp.as_deref_mut()?;
-        let verdict = super::builtin::vcl_backend_response(
+        let verdict = super::beresp::vcl_backend_response(
             beresp,
             &self.bereq.headers,
             self.uncacheable,
@@ -875,10 +876,10 @@ impl Context for BackendSession<'_> {
             rules,
         );
         Some(match verdict {
-            super::builtin::Verdict::FallThrough => None,
-            super::builtin::Verdict::Deliver => Some(policy_lang::Action::Deliver),
-            super::builtin::Verdict::HitForMiss => {
-                self.ttl = super::builtin::HIT_FOR_MISS_TTL;
+            super::beresp::Verdict::FallThrough => None,
+            super::beresp::Verdict::Deliver => Some(policy_lang::Action::Deliver),
+            super::beresp::Verdict::HitForMiss => {
+                self.ttl = super::beresp::HIT_FOR_MISS_TTL;
                 self.uncacheable = true;
                 Some(policy_lang::Action::Deliver)
             }

@@ -472,7 +472,7 @@ impl Lowerer<'_> {
             match i {
                 0 => set.by = v.as_str().map(ShardBy::from_word),
                 1 => set.key = int(),
-                2 => set.key = Some(crate::eval::blob_key(v.as_str().unwrap_or(""))),
+                2 => set.key = Some(crate::tree::shard::blob_key(v.as_str().unwrap_or(""))),
                 3 => set.alt = int(),
                 4 => set.warmup = v.as_real(),
                 5 => set.rampup = Some(v.truthy()),
@@ -508,12 +508,12 @@ impl Lowerer<'_> {
                 if !self.scope_check(PARAM_SUBS, func.span, &what, "available", Code::NotAllowedHere) {
                     return E;
                 }
-                if id >= crate::eval::MAX_SHARD_PARAMS {
+                if id >= crate::tree::shard::MAX_SHARD_PARAMS {
                     self.sink.push(
                         Diagnostic::new(Code::Unsupported, func.span, "too many shard parameter sets")
                             .label(format!(
                                 "at most {} sets can be used",
-                                crate::eval::MAX_SHARD_PARAMS
+                                crate::tree::shard::MAX_SHARD_PARAMS
                             ))
                             .hint("share one set between directors with `associate`"),
                     );
