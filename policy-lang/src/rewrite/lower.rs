@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::parse::{Line, Word};
-use crate::diagnostics::{Code, Diagnostic, FileId, Sink, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Sink, SourceFile, Span};
 use crate::vocab::regex;
 
 /// The request headers the rules decide through (removed from the client's request first).
@@ -126,10 +126,11 @@ struct Rules {
 
 /// Reads `lines` of file `name` (`text`) into the VCL that behaves as they do; `None` when a
 /// diagnostic in `sink` is an error.
-pub(crate) fn lower(file: FileId, name: &str, text: &str, lines: &[Line], sink: &mut Sink) -> Option<String> {
+pub(crate) fn lower(file: FileId, source: &SourceFile, lines: &[Line], sink: &mut Sink) -> Option<String> {
     let mut reader = Reader {
-        name,
-        text,
+        source,
+        name: &source.name,
+        text: &source.text,
         sink,
         rules: Rules {
             base: "/".to_string(),
@@ -145,7 +146,7 @@ pub(crate) fn lower(file: FileId, name: &str, text: &str, lines: &[Line], sink: 
     }
     reader.finish();
     let Reader { rules, failed, .. } = reader;
-    (!failed).then(|| write_vcl(name, &rules))
+    (!failed).then(|| write_vcl(&source.name, &rules))
 }
 
 /// An open `<Section>`: its name, where, and whether its lines are read.
@@ -155,6 +156,7 @@ struct Section {
 }
 
 struct Reader<'a> {
+    source: &'a SourceFile,
     name: &'a str,
     text: &'a str,
     sink: &'a mut Sink,
@@ -804,7 +806,7 @@ impl Reader<'_> {
         if !ok {
             return;
         }
-        let (line, _) = line_col(self.text, span.start as usize);
+        let (line, _) = self.source.line_col(span.start);
         let written = self.text[span.start as usize..span.end as usize].replace("\\\n", " ");
         self.rules.rules.push(Rule {
             pattern: source,
@@ -901,14 +903,6 @@ fn is_token(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// 1-based line and column of byte `at` in `text`.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let before = &text[..at];
-    let line = before.matches('\n').count() + 1;
-    let col = at - before.rfind('\n').map_or(0, |n| n + 1) + 1;
-    (line, col)
 }
 
 /// A VCL string literal of `s`: `"..."`, or pieces joined around each `"` (which no VCL string

@@ -10,19 +10,18 @@
 mod lower;
 mod parse;
 
-use crate::diagnostics::{FileId, Sink};
+use crate::diagnostics::{FileId, Sink, SourceFile};
 
-/// The VCL of the rules file `file` (named `name`, holding `text`), or `None` when `sink` got
-/// an error.
-pub(crate) fn to_vcl(file: FileId, name: &str, text: &str, sink: &mut Sink) -> Option<String> {
-    let lines = match parse::parse(file, text) {
+/// The VCL of the rules file `file` (`source`), or `None` when `sink` got an error.
+pub(crate) fn to_vcl(file: FileId, source: &SourceFile, sink: &mut Sink) -> Option<String> {
+    let lines = match parse::parse(file, &source.text) {
         Ok(lines) => lines,
         Err(error) => {
             sink.push(error);
             return None;
         }
     };
-    lower::lower(file, name, text, &lines, sink)
+    lower::lower(file, source, &lines, sink)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ fn translate(rules: &str) -> Result<String, String> {
     let mut sm = SourceMap::new();
     let id = sm.add(NAME, rules);
     let mut sink = Sink::default();
-    let vcl = to_vcl(id, NAME, rules, &mut sink);
+    let vcl = to_vcl(id, sm.get(id), &mut sink);
     let rendered = Diagnostics::new(Arc::new(sm), sink.items).render();
     vcl.ok_or(rendered)
 }
@@ -524,7 +524,7 @@ fn other_environment_variables_are_warnings() {
     let text = "RewriteEngine on\nRewriteRule .* - [E=HTTP_AUTHORIZATION:%{HTTP:Authorization}]\n";
     let id = sm.add(NAME, text);
     let mut sink = Sink::default();
-    assert!(to_vcl(id, NAME, text, &mut sink).is_some());
+    assert!(to_vcl(id, sm.get(id), &mut sink).is_some());
     let rendered = Diagnostics::new(Arc::new(sm), sink.items).render();
     assert!(
         rendered.contains("`E=HTTP_AUTHORIZATION` sets a variable for the origin's scripts"),
