@@ -181,8 +181,8 @@ impl NodeCommand {
             .filter(|other| *other != self.index)
             .map(|other| format!("{}:6082", node_ip(other)))
             .collect();
+        // Written once by the test: a node starting while another rewrites it could read it empty.
         let token = self.dir.join("admin.token");
-        std::fs::write(&token, TOKEN).expect("token file");
         let log = std::fs::File::options()
             .create(true)
             .append(true)
@@ -351,6 +351,7 @@ fn tier_behind_haproxy_stores_each_url_once_and_purges_everywhere() {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("temp dir");
     let _logs = LogsOnPanic(dir.path().to_path_buf());
+    std::fs::write(dir.path().join("admin.token"), TOKEN).expect("token file");
     let (origin, _stop_origin) = start_origin(namespaces.name("origin"));
     let nodes: Vec<NodeCommand> = (0..NODES)
         .map(|index| NodeCommand {
@@ -567,4 +568,111 @@ async fn a_purge_reaches_every_peer_once_and_names_the_one_that_is_down() {
         (peer_created - created).abs() < 1e-3,
         "the peer dated the ban {peer_created}, not {created}"
     );
+}
+
+/// examples/cluster.vcl on three nodes with no balancer, in the namespaces of the tier test:
+/// each request goes to a node in turn, yet each URL is fetched from the origin once and stored
+/// on one node only, the shard director's owner (the others pass it to the owner).
+#[test]
+fn self_routing_stores_each_url_on_one_node() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: tests/cluster.rs makes network namespaces (ip netns add), which needs root");
+        return;
+    }
+    let namespaces = match Namespaces::create(&["n0", "n1", "n2", "origin"]) {
+        Ok(namespaces) => namespaces,
+        Err(error) => {
+            eprintln!("SKIPPED: network namespaces cannot be made here: {error}");
+            return;
+        }
+    };
+    let mut policy = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cluster.vcl"))
+        .expect("examples/cluster.vcl");
+    let mut place = |written: &str, address: &str| {
+        let (ip, port) = address.split_once(':').expect("IP:PORT");
+        assert_eq!(
+            policy.matches(written).count(),
+            1,
+            "{written} in examples/cluster.vcl"
+        );
+        policy = policy.replace(written, &format!(r#".host = "{ip}"; .port = "{port}";"#));
+    };
+    place(r#".host = "10.0.0.20"; .port = "8080";"#, ORIGIN);
+    for index in 0..NODES {
+        let written = format!(r#".host = "10.0.0.{}"; .port = "6081";"#, 11 + index);
+        place(&written, &format!("{}:6081", node_ip(index)));
+    }
+    let policy_path = support::write_policy("cluster", &policy);
+    let dir = tempfile::Builder::new()
+        .prefix("edgecache-self-routing-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir");
+    let _logs = LogsOnPanic(dir.path().to_path_buf());
+    let (origin, _stop_origin) = start_origin(namespaces.name("origin"));
+    let node_namespaces: Vec<String> = (0..NODES)
+        .map(|index| namespaces.name(&format!("n{index}")))
+        .collect();
+    let dir_path = dir.path().to_path_buf();
+    in_namespace(namespaces.name("lb"), async move || {
+        let mut nodes = Vec::new();
+        let entries: Vec<SocketAddr> = (0..NODES)
+            .map(|index| format!("{}:6081", node_ip(index)).parse().expect("address"))
+            .collect();
+        for (index, ns) in node_namespaces.iter().enumerate() {
+            let log = std::fs::File::create(dir_path.join(format!("n{index}.log"))).expect("log file");
+            let child = Command::new("ip")
+                .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_edgecache")])
+                .env("EDGECACHE_NODE", format!("n{index}"))
+                .args(["-a", ":6081", "-T", "off", "--no-watch", "-f"])
+                .arg(&policy_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start edgecache");
+            let node_dir = tempfile::Builder::new()
+                .prefix("node-")
+                .tempdir_in(&dir_path)
+                .expect("temp dir");
+            nodes.push(Daemon::listening("edgecache", child, entries[index], node_dir, None).await);
+        }
+        let client = Client::new();
+        for round in 0..2 {
+            for n in 0..URLS {
+                let entry = entries[(n + round) % NODES];
+                let reply = client.get(entry, &url(n), &[SITE]).await;
+                assert_eq!(reply.status, 200, "{} on {entry}: {}", url(n), reply.text());
+            }
+        }
+        for n in 0..URLS {
+            assert_eq!(
+                origin.requests_for(&url(n)),
+                1,
+                "{} reached the origin more than once",
+                url(n)
+            );
+            // Marked as a hop, a request is answered from the node's own cache only.
+            let mut stored = Vec::new();
+            for (index, entry) in entries.iter().enumerate() {
+                let headers = [
+                    SITE,
+                    ("cache-control", "only-if-cached"),
+                    ("x-cluster-hop", "test"),
+                ];
+                let reply = client.get(*entry, &url(n), &headers).await;
+                match reply.status.as_u16() {
+                    200 => stored.push(index),
+                    504 => {}
+                    other => panic!("only-if-cached {} on n{index}: {other}", url(n)),
+                }
+            }
+            assert_eq!(
+                stored.len(),
+                1,
+                "{} is stored on nodes {stored:?}, not on exactly one",
+                url(n)
+            );
+        }
+        drop(nodes);
+    });
 }
