@@ -292,15 +292,15 @@ fn url(n: usize) -> String {
     format!("/item/{n}")
 }
 
-/// The nodes holding `target`: a `GET` with `only-if-cached` to each one's direct listener is
-/// 200 where it is stored, 504 elsewhere.
-async fn holders(client: &Client, target: &str, nodes: &[usize]) -> Vec<usize> {
+/// The nodes holding `target`: a `GET` with `only-if-cached` (and `marks`) to each one's
+/// listener on `port` is 200 where it is stored, 504 elsewhere.
+async fn holders(client: &Client, target: &str, nodes: &[usize], port: u16, marks: Marks<'_>) -> Vec<usize> {
     let mut found = Vec::new();
     for &index in nodes {
-        let direct: SocketAddr = format!("{}:8081", node_ip(index)).parse().expect("address");
-        let reply = client
-            .get(direct, target, &[SITE, ("cache-control", "only-if-cached")])
-            .await;
+        let direct: SocketAddr = format!("{}:{port}", node_ip(index)).parse().expect("address");
+        let mut headers = vec![SITE, ("cache-control", "only-if-cached")];
+        headers.extend_from_slice(marks);
+        let reply = client.get(direct, target, &headers).await;
         match reply.status.as_u16() {
             200 => found.push(index),
             504 => {}
@@ -310,11 +310,13 @@ async fn holders(client: &Client, target: &str, nodes: &[usize]) -> Vec<usize> {
     found
 }
 
+type Marks<'a> = &'a [(&'a str, &'a str)];
+
 /// The only node holding each URL, in URL order.
-async fn owners(client: &Client, nodes: &[usize]) -> Vec<usize> {
+async fn owners(client: &Client, nodes: &[usize], port: u16, marks: Marks<'_>) -> Vec<usize> {
     let mut owners = Vec::new();
     for n in 0..URLS {
-        let found = holders(client, &url(n), nodes).await;
+        let found = holders(client, &url(n), nodes, port, marks).await;
         assert_eq!(
             found.len(),
             1,
@@ -324,6 +326,19 @@ async fn owners(client: &Client, nodes: &[usize]) -> Vec<usize> {
         owners.push(found[0]);
     }
     owners
+}
+
+/// The URLs whose owner changed from `before` to `after`, checked to be exactly those `lost`
+/// owned, and no more than one node's share (with slack for an uneven ring).
+fn assert_only_share_moved(before: &[usize], after: &[usize], lost: usize) {
+    let moved: Vec<usize> = (0..URLS).filter(|n| before[*n] != after[*n]).collect();
+    let owned_by_lost: Vec<usize> = (0..URLS).filter(|n| before[*n] == lost).collect();
+    assert_eq!(moved, owned_by_lost, "only the lost node's URLs may change owner");
+    assert!(
+        moved.len() <= URLS / NODES + URLS / 6,
+        "{} of {URLS} URLs moved: more than one node's share",
+        moved.len()
+    );
 }
 
 async fn fetch_all(client: &Client, front: SocketAddr) {
@@ -386,7 +401,7 @@ fn tier_behind_haproxy_stores_each_url_once_and_purges_everywhere() {
                 url(n)
             );
         }
-        let first = owners(&client, &all).await;
+        let first = owners(&client, &all, 8081, &[]).await;
         for index in 0..NODES {
             let share = first.iter().filter(|owner| **owner == index).count();
             assert!(share > 0, "n{index} owns no URL: {first:?}");
@@ -409,7 +424,7 @@ fn tier_behind_haproxy_stores_each_url_once_and_purges_everywhere() {
         assert_eq!(purged as usize, URLS, "{answer}");
         for n in 0..URLS {
             assert!(
-                holders(&client, &url(n), &all).await.is_empty(),
+                holders(&client, &url(n), &all, 8081, &[]).await.is_empty(),
                 "{} survived the purge",
                 url(n)
             );
@@ -417,24 +432,14 @@ fn tier_behind_haproxy_stores_each_url_once_and_purges_everywhere() {
 
         // Killing one node moves only its share.
         fetch_all(&client, front).await;
-        let before = owners(&client, &all).await;
+        let before = owners(&client, &all, 8081, &[]).await;
         let killed = 1;
         running[killed] = None;
         wait_status(&client, &format!("n{killed}"), "DOWN").await;
         fetch_all(&client, front).await;
         let survivors: Vec<usize> = all.iter().copied().filter(|index| *index != killed).collect();
-        let after = owners(&client, &survivors).await;
-        let moved: Vec<usize> = (0..URLS).filter(|n| before[*n] != after[*n]).collect();
-        let owned_by_killed: Vec<usize> = (0..URLS).filter(|n| before[*n] == killed).collect();
-        assert_eq!(
-            moved, owned_by_killed,
-            "only the killed node's URLs may change owner"
-        );
-        assert!(
-            moved.len() <= URLS / NODES + URLS / 6,
-            "{} of {URLS} URLs moved: more than one node's share",
-            moved.len()
-        );
+        let after = owners(&client, &survivors, 8081, &[]).await;
+        assert_only_share_moved(&before, &after, killed);
         running[killed] = Some(nodes[killed].start().await);
         wait_status(&client, &format!("n{killed}"), "UP").await;
 
@@ -572,7 +577,8 @@ async fn a_purge_reaches_every_peer_once_and_names_the_one_that_is_down() {
 
 /// examples/cluster.vcl on three nodes with no balancer, in the namespaces of the tier test:
 /// each request goes to a node in turn, yet each URL is fetched from the origin once and stored
-/// on one node only, the shard director's owner (the others pass it to the owner).
+/// on one node only, the shard director's owner (the others pass it to the owner); once the
+/// others' probes see a killed node sick, only its URLs move.
 #[test]
 fn self_routing_stores_each_url_on_one_node() {
     if !rustix::process::geteuid().is_root() {
@@ -608,6 +614,8 @@ fn self_routing_stores_each_url_on_one_node() {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("temp dir");
     let _logs = LogsOnPanic(dir.path().to_path_buf());
+    let token = dir.path().join("admin.token");
+    std::fs::write(&token, TOKEN).expect("token file");
     let (origin, _stop_origin) = start_origin(namespaces.name("origin"));
     let node_namespaces: Vec<String> = (0..NODES)
         .map(|index| namespaces.name(&format!("n{index}")))
@@ -623,8 +631,17 @@ fn self_routing_stores_each_url_on_one_node() {
             let child = Command::new("ip")
                 .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_edgecache")])
                 .env("EDGECACHE_NODE", format!("n{index}"))
-                .args(["-a", ":6081", "-T", "off", "--no-watch", "-f"])
+                .args([
+                    "-a",
+                    ":6081",
+                    "-T",
+                    &format!("{}:6082", node_ip(index)),
+                    "--no-watch",
+                    "-f",
+                ])
                 .arg(&policy_path)
+                .arg("--admin-token-file")
+                .arg(&token)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -634,7 +651,9 @@ fn self_routing_stores_each_url_on_one_node() {
                 .prefix("node-")
                 .tempdir_in(&dir_path)
                 .expect("temp dir");
-            nodes.push(Daemon::listening("edgecache", child, entries[index], node_dir, None).await);
+            nodes.push(Some(
+                Daemon::listening("edgecache", child, entries[index], node_dir, None).await,
+            ));
         }
         let client = Client::new();
         for round in 0..2 {
@@ -651,28 +670,38 @@ fn self_routing_stores_each_url_on_one_node() {
                 "{} reached the origin more than once",
                 url(n)
             );
-            // Marked as a hop, a request is answered from the node's own cache only.
-            let mut stored = Vec::new();
-            for (index, entry) in entries.iter().enumerate() {
-                let headers = [
-                    SITE,
-                    ("cache-control", "only-if-cached"),
-                    ("x-cluster-hop", "test"),
-                ];
-                let reply = client.get(*entry, &url(n), &headers).await;
-                match reply.status.as_u16() {
-                    200 => stored.push(index),
-                    504 => {}
-                    other => panic!("only-if-cached {} on n{index}: {other}", url(n)),
-                }
-            }
-            assert_eq!(
-                stored.len(),
-                1,
-                "{} is stored on nodes {stored:?}, not on exactly one",
-                url(n)
-            );
         }
+        // Marked as a hop, a request is answered from the node's own cache only.
+        let hop: Marks = &[("x-cluster-hop", "test")];
+        let all: Vec<usize> = (0..NODES).collect();
+        let before = owners(&client, &all, 6081, hop).await;
+
+        let killed = 1;
+        nodes[killed] = None;
+        let survivors: Vec<usize> = all.iter().copied().filter(|index| *index != killed).collect();
+        for &index in &survivors {
+            let admin: SocketAddr = format!("{}:6082", node_ip(index)).parse().expect("address");
+            support::until("the node's probe to see the killed node sick", async || {
+                let reply =
+                    edgecache_runtime::admin::client::call(admin, Some(TOKEN), "GET", "/backends", "")
+                        .await
+                        .expect("admin API");
+                let backends: Value = serde_json::from_str(&reply.body).expect("JSON");
+                backends
+                    .as_array()
+                    .expect("a list")
+                    .iter()
+                    .any(|backend| backend["name"] == format!("n{killed}") && backend["healthy"] == false)
+            })
+            .await;
+        }
+        for n in 0..URLS {
+            let entry = entries[survivors[n % survivors.len()]];
+            let reply = client.get(entry, &url(n), &[SITE]).await;
+            assert_eq!(reply.status, 200, "{} on {entry}: {}", url(n), reply.text());
+        }
+        let after = owners(&client, &survivors, 6081, hop).await;
+        assert_only_share_moved(&before, &after, killed);
         drop(nodes);
     });
 }
