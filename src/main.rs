@@ -1307,6 +1307,31 @@ mod tests {
     }
 
     #[test]
+    fn peers_need_the_admin_api_and_a_port() {
+        let parse = |flags: &str| {
+            let line = format!("edgecache -b 127.0.0.1:9000 {flags}");
+            Cli::try_parse_from(line.split_whitespace())
+                .unwrap_or_else(|error| panic!("{error}"))
+                .serve
+                .into_config()
+        };
+        let config =
+            parse("-T 127.0.0.1:6082 --peers cache.internal:6082,10.0.0.12:6082 --peer-retry-time 3s")
+                .expect("valid");
+        assert_eq!(config.peers, ["cache.internal:6082", "10.0.0.12:6082"]);
+        assert_eq!(config.peer_retry_time, Duration::from_secs(3));
+        let error = parse("--peers cache.internal").expect_err("no port").to_string();
+        assert!(
+            error.contains("--peers") && error.contains("HOST:PORT"),
+            "{error}"
+        );
+        let error = parse("--peers 10.0.0.12:6082 -T off")
+            .expect_err("no admin API")
+            .to_string();
+        assert!(error.contains("-T"), "{error}");
+    }
+
+    #[test]
     fn each_varnish_parameter_sets_its_edgecache_setting() {
         let mut config = Config::default();
         let seconds = Duration::from_secs;
