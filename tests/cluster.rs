@@ -516,8 +516,15 @@ async fn a_purge_reaches_every_peer_once_and_names_the_one_that_is_down() {
     })
     .await;
     let dead = support::unused_port().await;
+    let dir = tempfile::Builder::new()
+        .prefix("edgecache-peers-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir");
+    let token = dir.path().join("admin.token");
+    std::fs::write(&token, TOKEN).expect("token file");
     let loopback_admin = |config: &mut edgecache_runtime::Config| {
         config.admin_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        config.admin_token_file = Some(token.clone());
         config.peer_retry_time = Duration::from_millis(300);
     };
     let (peer, peer_addr) = support::start_proxy(origin.addr, |config| {
@@ -534,7 +541,7 @@ async fn a_purge_reaches_every_peer_once_and_names_the_one_that_is_down() {
     let admin = node.admin_addr().expect("admin API");
     assert_eq!(support::get(peer_addr, "/page", &[]).await.status, 200);
 
-    let reply = edgecache_runtime::admin::client::call(admin, None, "POST", "/purge?key=tier", "")
+    let reply = edgecache_runtime::admin::client::call(admin, Some(TOKEN), "POST", "/purge?key=tier", "")
         .await
         .expect("admin API");
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -561,9 +568,22 @@ async fn a_purge_reaches_every_peer_once_and_names_the_one_that_is_down() {
         "not retried: {down}"
     );
 
-    let reply = edgecache_runtime::admin::client::call(admin, None, "POST", "/ban", r#"req.url ~ "^/news/""#)
-        .await
-        .expect("admin API");
+    // A URL purge whose host is the request's Host header reaches the peer with that host,
+    // not with the Host of the forwarded request (the peer's address).
+    let site = [SITE];
+    assert_eq!(support::get(peer_addr, "/page", &site).await.status, 200);
+    let bearer = format!("Bearer {TOKEN}");
+    let headers = [SITE, ("authorization", bearer.as_str())];
+    let reply = support::send("POST", admin, "/purge?url=/page", &headers, "").await;
+    let answer: Value = serde_json::from_str(&reply.text()).expect("JSON");
+    assert_eq!(answer["host"], SITE.1, "{answer}");
+    assert_eq!(answer["peers"][0]["answer"]["purged"], true, "{answer}");
+    assert_eq!(answer["peers"][0]["answer"]["host"], SITE.1, "{answer}");
+
+    let reply =
+        edgecache_runtime::admin::client::call(admin, Some(TOKEN), "POST", "/ban", r#"req.url ~ "^/news/""#)
+            .await
+            .expect("admin API");
     assert_eq!(reply.status, 200, "{}", reply.body);
     let answer: Value = serde_json::from_str(&reply.body).expect("JSON");
     let created = answer["created"].as_f64().expect("created");

@@ -242,6 +242,16 @@ pub(super) async fn share(
     let (target, body) = if path_and_query.starts_with("/ban") {
         let body = json!({ "ban": answer["ban"], "created": created });
         ("/ban".to_string(), Bytes::from(body.to_string()))
+    } else if let (Some(url), Some(host)) = (answer["url"].as_str(), answer["host"].as_str()) {
+        // A URL purge names its host explicitly: here it may have come from the request's
+        // Host header, and the forwarded request's Host is the peer's address.
+        let soft = if answer["soft"] == true { "&soft=1" } else { "" };
+        let target = format!(
+            "/purge?url={}&host={}{soft}",
+            client::encode_query_value(url),
+            client::encode_query_value(host)
+        );
+        (target, Bytes::new())
     } else if let Some(created) = created.as_f64() {
         (format!("{path_and_query}&created={created}"), Bytes::new())
     } else {
