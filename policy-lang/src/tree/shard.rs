@@ -304,6 +304,22 @@ pub(crate) fn hash32(parts: &[&str]) -> u32 {
     u32::from_le_bytes([digest[28], digest[29], digest[30], digest[31]])
 }
 
+/// by=BLOB: the first four bytes, big-endian, a shorter blob padded with zeros in front.
+/// BLOBs travel as hex digits; an empty or unreadable one is key 0, as in Varnish.
+pub(crate) fn blob_key(hex: &str) -> u32 {
+    let bytes: Vec<u8> = hex
+        .as_bytes()
+        .chunks(2)
+        .map_while(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .take(4)
+        .collect();
+    bytes.iter().fold(0u32, |key, b| key << 8 | u32::from(*b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,20 +413,4 @@ mod tests {
         assert_eq!(shard.start(shard.ring[1].hash), 1);
         assert_eq!(shard.start(shard.ring[1].hash + 1), 2);
     }
-}
-
-/// by=BLOB: the first four bytes, big-endian, a shorter blob padded with zeros in front.
-/// BLOBs travel as hex digits; an empty or unreadable one is key 0, as in Varnish.
-pub(crate) fn blob_key(hex: &str) -> u32 {
-    let bytes: Vec<u8> = hex
-        .as_bytes()
-        .chunks(2)
-        .map_while(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-        })
-        .take(4)
-        .collect();
-    bytes.iter().fold(0u32, |key, b| key << 8 | u32::from(*b))
 }
