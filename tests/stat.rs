@@ -4,6 +4,8 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use support::{get, Origin, OriginReply};
 
@@ -82,12 +84,29 @@ async fn stat_once_dumps_the_counters_traffic_moved() {
     assert_eq!(counter(&after, "backend.default.healthy"), 1.0, "{after}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stat_screens_replace_each_other_and_show_rates() {
     let origin = Origin::fixed(OriginReply::ok("page").cache_control("max-age=60")).await;
     let server = serve(&origin).await;
-    get(server.listen, "/rated", &[]).await;
-    let output = stat(server.admin, &["-c", "2", "-w", "50ms"]);
+    // Requests flow while the two screens are taken, so the second shows a rate above zero.
+    let flowing = Arc::new(AtomicBool::new(true));
+    let traffic = tokio::spawn({
+        let (flowing, listen) = (flowing.clone(), server.listen);
+        async move {
+            let mut sent = 0u32;
+            while flowing.load(Ordering::Relaxed) && sent < 100_000 {
+                get(listen, "/rated", &[]).await;
+                sent += 1;
+            }
+            sent
+        }
+    });
+    let admin = server.admin;
+    let output = tokio::task::spawn_blocking(move || stat(admin, &["-c", "2", "-w", "200ms"]))
+        .await
+        .unwrap();
+    flowing.store(false, Ordering::Relaxed);
+    assert!(traffic.await.unwrap() > 0, "requests were sent meanwhile");
     let screens: Vec<&str> = output
         .split("\x1b[H\x1b[2J")
         .filter(|screen| !screen.is_empty())
@@ -112,7 +131,11 @@ async fn stat_screens_replace_each_other_and_show_rates() {
         .unwrap()
         .parse()
         .unwrap_or_else(|_| panic!("{rate}"));
-    assert!(rate >= 0.0);
+    assert!(
+        rate > 0.0,
+        "the second screen's rate counts the requests sent meanwhile: {}",
+        screens[1]
+    );
     assert!(
         screens[1].contains("default") && screens[1].contains("healthy"),
         "{}",
