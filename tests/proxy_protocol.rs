@@ -6,7 +6,7 @@
 mod support;
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use edgecache_runtime::config::ListenSpec;
@@ -202,21 +202,11 @@ async fn start_haproxy(backend: SocketAddr) -> Daemon {
     );
     let config_path = dir.path().join("haproxy.cfg");
     std::fs::write(&config_path, config).expect("write haproxy.cfg");
-    let child = Command::new("haproxy")
-        .arg("-db")
-        .arg("-f")
-        .arg(&config_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| {
-            panic!(
-                "this test needs HAProxy in front of edgecache, and `haproxy` could not be \
-                 started ({error}); install it: `apt-get install -y --no-install-recommends \
-                 haproxy` (Debian/Ubuntu; .ci/run does this)"
-            )
-        });
+    let child = Daemon::spawn(
+        Command::new("haproxy").arg("-db").arg("-f").arg(&config_path),
+        "HAProxy in front of edgecache",
+        "haproxy",
+    );
     Daemon::listening("haproxy", child, addr, dir, None).await
 }
 

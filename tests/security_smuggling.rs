@@ -7,7 +7,7 @@ mod support;
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -399,24 +399,17 @@ async fn start_nginx(files: &[(&str, &str)]) -> Daemon {
     std::fs::File::create(&config_path)
         .and_then(|mut file| file.write_all(config.as_bytes()))
         .expect("write nginx.conf");
-    let child = Command::new("nginx")
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-e")
-        .arg(dir.path().join("error.log"))
-        .arg("-c")
-        .arg(&config_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| {
-            panic!(
-                "this test needs nginx as its origin, and `nginx` could not be started \
-                 ({error}); install it: `apt-get install -y --no-install-recommends \
-                 nginx-light` (Debian/Ubuntu; .ci/run does this)"
-            )
-        });
+    let child = Daemon::spawn(
+        Command::new("nginx")
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .arg("-c")
+            .arg(&config_path),
+        "nginx as its origin",
+        "nginx-light",
+    );
     Daemon::listening("nginx", child, addr, dir, Some("error.log")).await
 }
 

@@ -471,6 +471,26 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// Starts `command` (a Debian package's server) with stdin and stdout closed and stderr
+    /// kept for [`Daemon::listening`]; when it cannot start, fails saying what the test needs
+    /// it for (`role`) and which package (`package`) to install.
+    pub fn spawn(command: &mut std::process::Command, role: &str, package: &str) -> std::process::Child {
+        use std::process::Stdio;
+        let program = command.get_program().to_string_lossy().into_owned();
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "this test needs {role}, and `{program}` could not be started ({error}); \
+                     install it: `apt-get install -y --no-install-recommends {package}` \
+                     (Debian/Ubuntu; .ci/run does this)"
+                )
+            })
+    }
+
     /// Polls until `child` accepts connections on `addr` (such servers say nothing when they
     /// are ready), failing with its stderr and `log_file` (in `dir`) if it exits first, or
     /// once `EXCHANGE_LIMIT` has passed.
