@@ -907,6 +907,10 @@ fn read_token(file: Option<&std::path::Path>) -> Result<Option<String>, String> 
 fn stat(args: StatArgs) -> ExitCode {
     use edgecache_runtime::admin::client::call_blocking;
     use edgecache_runtime::admin::stat::{screen, Snapshot};
+    if args.interval.is_zero() && !args.once {
+        eprintln!("edgecache stat: -w 0s would poll the admin API without pause; give a time between screens such as -w 1s");
+        return ExitCode::from(2);
+    }
     let token = match read_token(args.token_file.as_deref()) {
         Ok(token) => token,
         Err(error) => {

@@ -145,6 +145,17 @@ async fn stat_screens_replace_each_other_and_show_rates() {
 }
 
 #[test]
+fn stat_refuses_a_zero_interval() {
+    let output = Command::new(EDGECACHE)
+        .args(["stat", "-w", "0s", "-T", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("-w 0s") && stderr.contains("-w 1s"), "{stderr}");
+}
+
+#[test]
 fn stat_names_the_admin_address_it_cannot_reach() {
     let output = Command::new(EDGECACHE)
         .args(["stat", "-1", "-T", "127.0.0.1:1"])
