@@ -12,7 +12,8 @@
 # base from 19500 up (in steps of 20) whose ports are free is taken, so two runs can share the
 # machine. A policy given with `-f` must point its backend at the origin port the script prints.
 #
-# ROWS="hit pass h2c tls h2tls" (the default) picks the rows to run.
+# ROWS="hit pass h2c tls h2tls" (the default) picks the rows to run; KEEP=DIR keeps each row's
+# callgrind dump there, for `callgrind_annotate --inclusive=yes DIR/ROW.callgrind`.
 #
 # With BANS=N, a last row repeats the HTTP/1.1 hit after N bans on `req.url` (which lookups
 # test and the lurker leaves alone) were added through the admin API (127.0.0.1:19503), all
@@ -90,6 +91,7 @@ measure() {   # name tool url seconds
         [ -n "$total" ] && break
         sleep 0.1
     done
+    if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cat "$RUN"/cg.* >"$KEEP/${1//[^A-Za-z0-9]/_}.callgrind"; fi
     printf '| %s | %s | %s | %.1fk |\n' "$1" "$requests" "$total" "$(awk -v t="$total" -v n="$requests" 'BEGIN {print t / n / 1000}')"
 }
 echo "| path | requests | instructions | per request |"
