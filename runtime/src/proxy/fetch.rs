@@ -18,9 +18,11 @@ use tokio::sync::oneshot;
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::Either;
 
 use super::attempts::{failure, Attempts, FetchFailure};
 use super::gzip::Recode;
+use super::plugins::BackendBody;
 use super::relay::{self, relay, replacement};
 use super::route::Route;
 use super::vcl::{self, BackendSession};
@@ -51,7 +53,8 @@ enum Delivery {
     /// Not storable: relay it.
     Passed(Response<TimedBody>),
     /// `vcl_backend_response` replaced the origin's response (a plugin's local response, an
-    /// `error`, a fail-closed plugin): send this instead; nothing is stored.
+    /// `error`, a fail-closed plugin, a body past a plugin's `.max_body`), or its body plugins
+    /// rewrote one that is not stored: send this instead; nothing is stored.
     Replaced(Response<ProxyBody>),
     Failed(FetchFailure),
 }
@@ -204,7 +207,7 @@ pub(super) async fn hit_for_pass(
         let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
         task.fill.keep_hit_for_pass_mark();
         task.backend = backend;
-        match task.settle(response, request_time, &mut attempts) {
+        match task.settle(response, request_time, &mut attempts).await {
             Settled::Retry => match attempts.retry(&mut task.backend) {
                 Ok(next) => {
                     bereq = next;
@@ -260,7 +263,7 @@ pub(super) async fn post(route: Route<'_>, request: &Parts, body: OutgoingBody) 
     // The client gets the origin's answer to its POST, not one its conditionals select.
     let (mut unconditional, _) = Request::new(()).into_parts();
     unconditional.method = Method::POST;
-    match task.settle(response, request_time, &mut attempts) {
+    match task.settle(response, request_time, &mut attempts).await {
         Settled::Done(delivery) => answer(shared, delivery, None, &unconditional).0,
         Settled::Filling(delivery, filling) => {
             tokio::spawn(task.fill_from(filling));
@@ -314,6 +317,22 @@ pub(super) fn refresh_in_background(
     tokio::spawn(task.run(bereq, delivered));
 }
 
+/// A response that is not stored, relayed as it is or, when plugins of `vcl_backend_response`
+/// read its body, as they leave it (`strip`: see [`relay`]).
+async fn passed_through(
+    body_plugins: Option<BackendBody>,
+    version: &Version,
+    passed: Response<TimedBody>,
+    strip: Option<&header::HeaderName>,
+) -> Delivery {
+    let Some(plugins) = body_plugins else {
+        return Delivery::Passed(passed);
+    };
+    let relayed = relay(passed, false, strip);
+    let rewritten = plugins.rewrite(version, relayed).await;
+    Delivery::Replaced(rewritten.unwrap_or_else(|replaced| replaced))
+}
+
 /// Fields a hit typically adds to the stored ones (see [`FetchTask::judge`]).
 const HIT_FIELDS: usize = 4;
 
@@ -350,6 +369,9 @@ struct FetchTask {
     /// `beresp.do_gzip` / `do_gunzip` of the response judged last: how a stored body's coding
     /// changes.
     do_gzip: std::cell::Cell<(bool, bool)>,
+    /// The plugins of the last `vcl_backend_response` that read the body: they see it before
+    /// it is stored or relayed.
+    body_plugins: std::cell::Cell<Option<BackendBody>>,
 }
 
 impl FetchTask {
@@ -380,6 +402,7 @@ impl FetchTask {
             stale,
             do_esi: std::cell::Cell::new(false),
             do_gzip: std::cell::Cell::new((false, false)),
+            body_plugins: std::cell::Cell::new(None),
         }
     }
 
@@ -389,7 +412,7 @@ impl FetchTask {
         self.backend = backend;
         loop {
             let settled = match self.exchange(&mut attempts, bereq).await {
-                Ok((response, request_time)) => self.settle(response, request_time, &mut attempts),
+                Ok((response, request_time)) => self.settle(response, request_time, &mut attempts).await,
                 Err(failed) => Settled::Done(Delivery::Failed(failed)),
             };
             match settled {
@@ -419,7 +442,7 @@ impl FetchTask {
 
     /// What the origin's `response` (to a request sent at `request_time`, of `attempts`) turns
     /// into: judged, stored or not, its waiters told.
-    fn settle(
+    async fn settle(
         &mut self,
         response: Response<TimedBody>,
         request_time: SystemTime,
@@ -457,10 +480,27 @@ impl FetchTask {
                 attempts,
             ),
         };
+        // A 304 has no body for them: the stored one is what they left.
+        let body_plugins = self.body_plugins.take().filter(|_| confirmed.is_none());
         match (judged, confirmed) {
             (Err(NotStored::Retry), _) => Settled::Retry,
             (judged, Some(stale)) => Settled::Done(self.revalidated(stale, judged)),
             (Ok((mut head, rule)), None) => {
+                // The object's body is the one its plugins left, `Content-Length` following.
+                let body = match body_plugins {
+                    None => Either::Left(body),
+                    Some(plugins) => {
+                        let rewritten =
+                            plugins.rewrite_stored(&self.version, &mut head.status, &mut head.headers, body);
+                        match rewritten.await {
+                            Ok(rewritten) => Either::Right(rewritten),
+                            Err(replaced) => {
+                                self.fill.replaced();
+                                return Settled::Done(Delivery::Replaced(replaced));
+                            }
+                        }
+                    }
+                };
                 let (gzip, gunzip) = self.do_gzip.get();
                 let recode = Recode::decide(gzip, gunzip, head.esi, &head.headers);
                 recode.mark(&mut head.headers);
@@ -492,12 +532,14 @@ impl FetchTask {
                     status = parts.status.as_u16(),
                     "not stored: the request said no-store"
                 );
-                Settled::Done(Delivery::Passed(self.passed(parts, body)))
+                let (passed, strip) = (self.passed(parts, body), self.shared.targeted_to_strip());
+                Settled::Done(passed_through(body_plugins, &self.version, passed, strip).await)
             }
             (Err(NotStored::Because(reason)), None) => {
                 tracing::debug!(reason, status = parts.status.as_u16(), "not storable");
                 self.fill.uncacheable();
-                Settled::Done(Delivery::Passed(self.passed(parts, body)))
+                let (passed, strip) = (self.passed(parts, body), self.shared.targeted_to_strip());
+                Settled::Done(passed_through(body_plugins, &self.version, passed, strip).await)
             }
         }
     }
@@ -760,6 +802,7 @@ impl FetchTask {
         if let Some(replaced) = replacement(action, &mut session) {
             return Err(NotStored::Replaced(Box::new(replaced)));
         }
+        self.body_plugins.set(session.plugins.backend_body(session.bereq));
         let decision = (!session.uncacheable).then(|| {
             (
                 seconds(session.ttl),

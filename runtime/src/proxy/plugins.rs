@@ -13,7 +13,9 @@
 //! [`PluginCalls::resume`] waits for it without holding a thread; the sub then runs again
 //! from the request (and response) as it was when it started, and each plugin call it already
 //! made answers with what that call came to (the paused one: how its pause ended) instead of
-//! calling the plugin again. `vcl_backend_response` does not wait: a pause there continues.
+//! calling the plugin again. `vcl_backend_response` does not wait for its headers callback (a
+//! pause there continues); its plugins that read bodies run their body callbacks on the
+//! fetch's task, before the object is stored ([`BackendBody`]), and may wait there.
 
 use std::net::SocketAddr;
 
@@ -24,7 +26,7 @@ use http_body_util::BodyExt;
 use policy_lang::{Action, OnError, PluginId, PluginOutcome};
 
 use super::synth;
-use crate::cache::body::ProxyBody;
+use crate::cache::body::{BoxError, ProxyBody};
 
 use crate::plugin::{LocalResponse, PluginError, PluginStream, RequestView, ResponseView, Verdict};
 use crate::version::Version;
@@ -58,6 +60,51 @@ pub(super) struct PluginCalls {
     request_body_readers: Vec<PluginId>,
     /// The request body as those plugins left it, for the origin.
     pub rewritten_body: Option<bytes::Bytes>,
+}
+
+/// The plugins `vcl_backend_response` ran whose response phase reads bodies (`.max_body`),
+/// kept past the sub with the backend request they saw: the fetch shows them the body before
+/// it stores or relays it, on its own task, where a pause at the end of the body is waited
+/// for as in `vcl_deliver`. Dropped, it ends their streams.
+pub(super) struct BackendBody {
+    calls: PluginCalls,
+    bereq: Parts,
+}
+
+impl BackendBody {
+    /// The body callbacks over `response` (see [`PluginCalls::response_body`]): the response
+    /// as the plugins left it, or what replaces it (`Err`: a local response, a fail-closed
+    /// failure, a body past the smallest `.max_body`).
+    pub async fn rewrite(
+        mut self,
+        version: &Version,
+        response: Response<ProxyBody>,
+    ) -> Result<Response<ProxyBody>, Response<ProxyBody>> {
+        let reading = self.calls.response_body(version, &mut self.bereq, None, response);
+        Box::pin(reading).await
+    }
+
+    /// [`rewrite`](Self::rewrite) over an object about to be stored: its `status` and
+    /// `headers` (the plugins may edit both) and the origin's `body`; returns the body to
+    /// store, with `headers`' `Content-Length` set to its length.
+    pub async fn rewrite_stored<B>(
+        self,
+        version: &Version,
+        status: &mut StatusCode,
+        headers: &mut HeaderMap,
+        body: B,
+    ) -> Result<ProxyBody, Response<ProxyBody>>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let mut response = Response::new(ProxyBody::stream(body));
+        *response.status_mut() = *status;
+        *response.headers_mut() = std::mem::take(headers);
+        let (head, body) = self.rewrite(version, response).await?.into_parts();
+        (*status, *headers) = (head.status, head.headers);
+        Ok(body)
+    }
 }
 
 /// A plugin call of the current sub run: the request (and, in the response phase, the
@@ -189,11 +236,7 @@ impl PluginCalls {
             return PluginOutcome::Continue;
         };
         let mut request = lend_request(req, client);
-        let no_body = request.method == http::Method::HEAD
-            || matches!(status.as_u16(), 100..=199 | 204 | 304)
-            || headers
-                .get(header::CONTENT_LENGTH)
-                .is_some_and(|length| length.as_bytes() == b"0");
+        let no_body = has_no_body(&request.method, *status, headers);
         let mut response = ResponseView::new(*status, std::mem::take(headers));
         response.end_of_stream = no_body;
         let mut result = stream.on_response_headers(Some(&mut request), &mut response);
@@ -308,12 +351,14 @@ impl PluginCalls {
     }
 
     /// The body callbacks (`proxy_on_response_body`) of the plugins whose response phase ran
-    /// in `vcl_deliver` with a `.max_body`, before the response head is sent: the body is read
+    /// in `vcl_deliver` (or, through [`BackendBody`], `vcl_backend_response`) with a
+    /// `.max_body`, before the response head goes on: the body is read
     /// whole (at most the smallest `.max_body`; a larger one is refused with 502), each chunk
     /// is shown to every such plugin with `end_of_stream` false, then the whole body with it
     /// true. The plugins may rewrite the body and the headers; `Content-Length` is then set to
-    /// the body's length. A plugin may answer instead (`Err`: its local response is in
-    /// `self.local`). Without such plugins the response goes on untouched.
+    /// the body's length. A plugin may answer instead (`Err`: its local response, or what
+    /// refuses the response). Without such plugins, or for a response without a body (their
+    /// headers callback was told `end_of_stream`), the response goes on untouched.
     pub async fn response_body(
         &mut self,
         version: &Version,
@@ -329,6 +374,9 @@ impl PluginCalls {
         else {
             return Ok(response);
         };
+        if has_no_body(&req.method, response.status(), response.headers()) {
+            return Ok(response);
+        }
         let (mut head, mut body) = response.into_parts();
         let mut buffer = Vec::new();
         let read = loop {
@@ -412,6 +460,18 @@ impl PluginCalls {
             }
         }
         None
+    }
+
+    /// After `vcl_backend_response` delivered the origin's response: its plugin calls, when a
+    /// plugin among them reads the body, for the fetch to run their body callbacks with.
+    pub fn backend_body(&mut self, bereq: &Parts) -> Option<BackendBody> {
+        if self.body_readers.is_empty() {
+            return None;
+        }
+        Some(BackendBody {
+            calls: std::mem::take(self),
+            bereq: bereq.clone(),
+        })
     }
 
     /// A plugin answered the request (`proxy_send_local_response`): as on Envoy, the answer
@@ -506,6 +566,16 @@ fn lend_request(req: &mut Parts, client: Option<SocketAddr>) -> RequestView {
     view.client_addr = client;
     view.end_of_stream = !announces_body(&view.headers);
     view
+}
+
+/// Whether a response to `method` with `status` and `headers` has no body: what
+/// `end_of_stream` on its headers callback says, and then no body callback runs.
+fn has_no_body(method: &http::Method, status: StatusCode, headers: &HeaderMap) -> bool {
+    method == http::Method::HEAD
+        || matches!(status.as_u16(), 100..=199 | 204 | 304)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes() == b"0")
 }
 
 /// Whether a message's framing fields announce a body (RFC 9112 §6.3): chunked, or a

@@ -54,6 +54,7 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
         };
         invalidate::after(route, parts, &response);
         let (mut head, body) = response.into_parts();
+        let mut body_plugins = None;
         if version.policy.is_some() && version.policy_defining(Sub::BackendResponse).is_none() {
             let traced = super::trace::of(parts);
             super::trace::builtin(
@@ -91,16 +92,25 @@ pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) ->
             if let Some(replaced) = replacement(action, &mut session) {
                 return replaced;
             }
+            body_plugins = session.plugins.backend_body(session.bereq);
             if session.do_esi {
                 let url = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
                 super::esi::assemble_when_delivered(&mut head.extensions, url);
             }
         }
-        return relay(
+        let relayed = relay(
             Response::from_parts(head, body),
             parts.method == Method::HEAD,
             shared.targeted_to_strip(),
         );
+        return match body_plugins {
+            // What they leave of the body is what the client gets.
+            Some(plugins) => plugins
+                .rewrite(version, relayed)
+                .await
+                .unwrap_or_else(|replaced| replaced),
+            None => relayed,
+        };
     }
 }
 
