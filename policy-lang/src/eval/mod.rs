@@ -73,7 +73,15 @@ impl Program {
     fn exec(&self, s: &Stmt, sub: Sub, ctx: &mut dyn Context) -> Flow {
         match s {
             Stmt::SetVar(v, e) => {
-                let val = self.eval(e, &*ctx).into_owned();
+                let val = self.eval(e, &*ctx);
+                // `set req.url = std.querysort(req.url);` and the like mostly leave a string
+                // as it was: nothing to copy or write back.
+                if let (Value::Str(new), Value::Str(old)) = (&val, ctx.get(*v)) {
+                    if *new == old {
+                        return Flow::Next;
+                    }
+                }
+                let val = val.into_owned();
                 let val = match (v.value_type(), val) {
                     (ValueType::Str, Value::Unset) => Value::Str(Cow::Borrowed("")),
                     (ValueType::Int, Value::Real(r)) => Value::Int(r as i64),

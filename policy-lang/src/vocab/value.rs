@@ -172,9 +172,7 @@ pub(crate) fn write_value<'p>(out: &mut String, v: &Value<'_>, backend_name: &dy
     match v {
         Value::Unset => {}
         Value::Str(s) => out.push_str(s),
-        Value::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
         Value::Real(r) | Value::Duration(r) => {
             let _ = write!(out, "{r:.3}");
         }
