@@ -5,9 +5,14 @@
 //! Plugins:
 //! - `read2_set1`: `benches/plugins/read2_set1.wat`, reads two request headers and sets one
 //!   (the shape the target is stated for: < 5 µs median, shared instances);
-//! - `add_header` (sets one response header) and `bucket` (reads a cookie, sets one request
-//!   header): the Rust SDK examples from `examples/plugins/dist/` (built by
-//!   `examples/plugins/build.sh`, which this bench runs when they are missing).
+//! - `add_header` (sets one response header: the one-header plugin of `docs/BENCHMARKS.md`'s
+//!   hit-path rows) and `bucket` (reads a cookie, sets one request header): the Rust SDK
+//!   examples from `examples/plugins/dist/` (built by `examples/plugins/build.sh`, which this
+//!   bench runs when they are missing);
+//! - `body_rewrite` (`.max_body = 1MB`): the body plugin, over a 12 KB `text/html` body that
+//!   arrives in two chunks: `proxy_on_response_body` on the first 8 KB (the plugin pauses for
+//!   more), then on the whole body with `end_of_stream` (it replaces `origin` with `edge`
+//!   and sets `x-body-rewritten`), as `proxy/plugins.rs` shows a body.
 //!
 //! Each with `Isolation::Shared` (a long-lived instance, what the proxy uses by default) and
 //! `Isolation::PerRequest` (a fresh pooled instance per request) for reference. The views are
@@ -98,8 +103,18 @@ fn views() -> (RequestView, ResponseView) {
     (req, resp)
 }
 
-/// The lifecycle the proxy runs for one request through one plugin.
-fn lifecycle(plugin: &Plugin, req: &mut RequestView, resp: &mut ResponseView) {
+/// The body the body plugin reads: 12 KB of HTML-like text with `origin` in every line.
+fn body() -> Vec<u8> {
+    let line = "<p>served from the origin, through the cache</p>\n"; // 50 bytes
+    line.repeat(12 * 1024 / line.len()).into_bytes()
+}
+
+/// Where the first chunk of [`body`] ends (what a read of the origin's body returns first).
+const FIRST_CHUNK: usize = 8 * 1024;
+
+/// The lifecycle the proxy runs for one request through one plugin; with a `body`, the
+/// response body callbacks too (the body grows to its end, as the proxy buffers it).
+fn lifecycle(plugin: &Plugin, req: &mut RequestView, resp: &mut ResponseView, body: Option<&mut Vec<u8>>) {
     let mut stream = plugin.stream();
     let v = stream.on_request_headers(req).expect("request headers");
     debug_assert_eq!(v, Verdict::Continue);
@@ -107,7 +122,29 @@ fn lifecycle(plugin: &Plugin, req: &mut RequestView, resp: &mut ResponseView) {
         .on_response_headers(Some(req), resp)
         .expect("response headers");
     debug_assert_eq!(v, Verdict::Continue);
+    if let Some(body) = body {
+        let rest = body.split_off(FIRST_CHUNK);
+        let v = stream
+            .on_response_body(Some(req), resp, body, false)
+            .expect("first chunk");
+        debug_assert_eq!(v, Verdict::Paused, "it waits for the whole body");
+        body.extend_from_slice(&rest);
+        let v = stream
+            .on_response_body(Some(req), resp, body, true)
+            .expect("whole body");
+        debug_assert_eq!(v, Verdict::Continue);
+    }
     stream.finish(Some(req), Some(resp));
+}
+
+/// A plugin measured: where it is, its `.config`, the header it sets (checked once before it is
+/// measured) and its `.max_body` (a body plugin also gets [`body`]).
+struct Case {
+    name: &'static str,
+    path: Option<PathBuf>,
+    config: &'static str,
+    sets: &'static str,
+    max_body: Option<usize>,
 }
 
 fn bench(c: &mut Criterion) {
@@ -122,20 +159,35 @@ fn bench(c: &mut Criterion) {
         },
         ..HostSettings::default()
     });
-    let plugins: Vec<(&str, Option<PathBuf>, &str, &str)> = vec![
-        (
-            "read2_set1",
-            Some(root().join("benches/plugins/read2_set1.wat")),
-            "",
-            "x-variant",
-        ),
-        (
-            "add_header",
-            example("add_header.wasm"),
-            "x-served-by: edgecache",
-            "x-served-by",
-        ),
-        ("bucket", example("bucket.wasm"), "", "x-bucket"),
+    let plugins = [
+        Case {
+            name: "read2_set1",
+            path: Some(root().join("benches/plugins/read2_set1.wat")),
+            config: "",
+            sets: "x-variant",
+            max_body: None,
+        },
+        Case {
+            name: "add_header",
+            path: example("add_header.wasm"),
+            config: "x-served-by: edgecache",
+            sets: "x-served-by",
+            max_body: None,
+        },
+        Case {
+            name: "bucket",
+            path: example("bucket.wasm"),
+            config: "",
+            sets: "x-bucket",
+            max_body: None,
+        },
+        Case {
+            name: "body_rewrite",
+            path: example("body_rewrite.wasm"),
+            config: "origin=edge",
+            sets: "x-body-rewritten",
+            max_body: Some(1 << 20),
+        },
     ];
     let mut group = c.benchmark_group("plugin_lifecycle");
     group.measurement_time(Duration::from_secs(5));
@@ -143,29 +195,46 @@ fn bench(c: &mut Criterion) {
         (Isolation::Shared, "shared"),
         (Isolation::PerRequest, "per_request"),
     ] {
-        for (name, path, config, sets) in &plugins {
+        for Case {
+            name,
+            path,
+            config,
+            sets,
+            max_body,
+        } in &plugins
+        {
             let Some(path) = path else { continue };
             let plugin = host
                 .load(
                     &PluginSpec::new(*name, path)
                         .config(config.to_string())
-                        .isolation(isolation),
+                        .isolation(isolation)
+                        .max_body(*max_body),
                 )
                 .unwrap_or_else(|e| panic!("load {name}: {e}"));
+            let with_body = || max_body.map(|_| body());
             // The plugin does what it is measured for.
             let (mut req, mut resp) = views();
-            lifecycle(&plugin, &mut req, &mut resp);
+            let mut rewritten = with_body();
+            lifecycle(&plugin, &mut req, &mut resp, rewritten.as_mut());
             assert!(
                 req.headers.contains_key(*sets) || resp.headers.contains_key(*sets),
                 "{name} did not set {sets}"
             );
-            let template = views();
+            if let Some(rewritten) = rewritten {
+                let text = String::from_utf8(rewritten).expect("text");
+                assert!(
+                    text.contains("edge") && !text.contains("origin"),
+                    "{name}: {text:.80}"
+                );
+            }
+            let template = (views(), with_body());
             group.bench_function(format!("{label}/{name}"), |b| {
                 b.iter_batched(
                     || template.clone(),
-                    |(mut req, mut resp)| {
-                        lifecycle(&plugin, &mut req, &mut resp);
-                        (req, resp)
+                    |((mut req, mut resp), mut body)| {
+                        lifecycle(&plugin, &mut req, &mut resp, body.as_mut());
+                        (req, resp, body)
                     },
                     BatchSize::SmallInput,
                 )

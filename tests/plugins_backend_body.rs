@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use edgecache_runtime::Running;
 use http::StatusCode;
-use support::plugins::wasm;
+use support::plugins::{wasm, wat};
 use support::{get, Origin, OriginReply};
 
 /// `body_rewrite.wasm` (`origin` → `edge`) in `vcl_backend_response`, with `max_body`;
@@ -129,4 +129,36 @@ async fn passes_and_uncacheable_responses_get_the_body_vcl_backend_response_plug
     }
     assert_eq!(origin.requests(), 4, "none of them is stored");
     assert_eq!(proxy.cache_usage().keys, 0);
+}
+
+#[tokio::test]
+async fn a_pause_at_the_end_of_the_body_in_vcl_backend_response_holds_the_fetch_until_the_plugin_resumes_it()
+{
+    let origin = Origin::fixed(
+        OriginReply::ok("origin body")
+            .header("content-type", "text/plain")
+            .cache_control("max-age=600"),
+    )
+    .await;
+    // It appends `+held` and pauses at the end of the body; only its tick resumes the
+    // response, stamping `x-resumed: tick`.
+    let policy = format!(
+        r#"vcl 4.1;
+plugin hold {{ .path = "{}"; .max_body = 1MB; }}
+sub vcl_backend_response {{ plugin.response(hold); }}
+"#,
+        wat("hold_body.wat")
+    );
+    let (proxy, addr) = start(&policy, &origin).await;
+    let miss = get(addr, "/held", &[]).await;
+    assert_eq!(miss.status, StatusCode::OK, "{}", miss.text());
+    assert_eq!(miss.header("x-resumed"), Some("tick"), "resumed by the tick");
+    assert_eq!(miss.text(), "origin body+held");
+    assert_eq!(miss.header("content-length"), Some("16"));
+    support::eventually_stored(&proxy, 1).await;
+    let hit = get(addr, "/held", &[]).await;
+    assert_eq!(hit.cache(), "HIT");
+    assert_eq!(hit.text(), "origin body+held", "stored as the plugin resumed it");
+    assert_eq!(hit.header("x-resumed"), Some("tick"));
+    assert_eq!(origin.requests(), 1);
 }
