@@ -94,7 +94,7 @@ pub struct Backend {
 }
 
 struct Inner {
-    name: String,
+    name: Arc<str>,
     authority: http::uri::Authority,
     options: BackendOptions,
     connector: OriginConnector,
@@ -252,7 +252,7 @@ impl Backend {
         };
         Ok(Backend {
             inner: Arc::new(Inner {
-                name: name.to_string(),
+                name: name.into(),
                 authority,
                 options,
                 connector,

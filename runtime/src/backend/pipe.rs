@@ -3,6 +3,7 @@
 //! follow the exchange (a tunnel) reach only the origin that answered it. It is opened as any
 //! other (the backend's PROXY header, then TLS).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode, Uri};
@@ -20,7 +21,7 @@ pub struct Piped {
     response: Response<Incoming>,
     in_flight: InFlight,
     between_bytes: Duration,
-    backend: String,
+    backend: Arc<str>,
 }
 
 /// The origin's side of an upgraded connection, holding its in-flight slot while open.

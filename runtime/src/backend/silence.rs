@@ -52,13 +52,17 @@ impl Silence {
             self.timing = false;
             return Poll::Ready(Ok(frame));
         }
+        let timing = std::mem::replace(&mut self.timing, true);
         let timer = match &mut self.timer {
-            Some(timer) => timer,
+            // A new timer already runs from now.
             None => self.timer.insert(Box::pin(tokio::time::sleep(self.limit))),
+            Some(timer) => {
+                if !timing {
+                    timer.as_mut().reset(Instant::now() + self.limit);
+                }
+                timer
+            }
         };
-        if !std::mem::replace(&mut self.timing, true) {
-            timer.as_mut().reset(Instant::now() + self.limit);
-        }
         ready!(timer.as_mut().poll(cx));
         Poll::Ready(Err(Silent))
     }

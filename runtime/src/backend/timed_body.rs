@@ -2,6 +2,7 @@
 //! request counted as in flight until it ends, fails or is dropped.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::cache::body::BoxError;
 pub struct TimedBody {
     inner: Incoming,
     silence: Silence,
-    backend: String,
+    backend: Arc<str>,
     /// Released at the end of the body, on its first error, or when it is dropped.
     in_flight: Option<InFlight>,
     /// A pooled connection, given back when the body ends cleanly (dropped with it otherwise:
@@ -30,7 +31,7 @@ impl TimedBody {
     pub(super) fn new(
         inner: Incoming,
         limit: Duration,
-        backend: String,
+        backend: Arc<str>,
         in_flight: InFlight,
         mut connection: Option<Reusable>,
     ) -> TimedBody {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
-use http::{Method, Request};
+use http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt, Empty};
 
 use super::{headers, vcl, Proxied};
@@ -30,13 +30,24 @@ pub(super) fn cached_body(parts: &Parts) -> Option<bytes::Bytes> {
         .map(|body| body.0.clone())
 }
 
+/// Fields a backend request or its response may gain on the way: `Host`, `X-Forwarded-For`,
+/// `Via` (and the response's `Via`).
+const ADDED_FIELDS: usize = 4;
+
 /// The head every backend request starts from: the client's method, target and fields, minus
 /// the hop-by-hop ones, with `Host`, `X-Forwarded-For` and `Via`.
 fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
     let (mut head, ()) = Request::new(()).into_parts();
     head.method = parts.method.clone();
     head.uri = parts.uri.clone();
-    head.headers = parts.headers.clone();
+    // Copied into a map with room to spare: a clone has none, so the fields added below would
+    // grow it, and hyper parses the origin's response into this map's storage, which `Via`
+    // then grows again.
+    let mut copy = HeaderMap::with_capacity(parts.headers.len() + ADDED_FIELDS);
+    for (name, value) in &parts.headers {
+        copy.append(name.clone(), value.clone());
+    }
+    head.headers = copy;
     let headers = &mut head.headers;
     headers::strip_hop_by_hop(headers);
     if !headers.contains_key(header::HOST) {

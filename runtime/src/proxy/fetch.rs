@@ -283,6 +283,11 @@ pub(super) async fn post(route: Route<'_>, request: &Parts, body: OutgoingBody) 
 fn may_be_stored<B>(shared: &Shared, request: &Parts, response: &Response<B>) -> bool {
     let fields = response.headers();
     let directives = ResponseDirectives::from_headers(fields, shared.targeted());
+    // What `check_storable` refuses first for the usual hit-for-pass response, without
+    // reading the request's directives.
+    if directives.no_store && !directives.must_understand {
+        return false;
+    }
     storable::check_storable(
         &Method::GET,
         &request.headers,

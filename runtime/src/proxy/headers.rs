@@ -105,6 +105,10 @@ pub struct NamesEndToEnd(HeaderName);
 /// `Upgrade` stays: whether to pipe is decided on it (`req.http.upgrade` in `vcl_recv`), and
 /// [`strip_hop_by_hop`] keeps it from every request that is not piped.
 pub fn take_connection_options(headers: &mut HeaderMap) -> Result<(), NamesEndToEnd> {
+    // Most requests have no `Connection` (HTTP/2 never): one lookup, no list built.
+    if !headers.contains_key(header::CONNECTION) {
+        return Ok(());
+    }
     let named = connection_options(headers);
     if let Some(refused) = named.iter().find(|name| END_TO_END.contains(name)) {
         return Err(NamesEndToEnd(refused.clone()));
@@ -136,40 +140,54 @@ pub fn append_via(headers: &mut HeaderMap, received: Version) {
 /// line as most origins parse only the first.
 pub fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
     const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
-    let mut value = Vec::with_capacity(64);
-    if let Some(previous) = headers.get(&XFF).filter(|v| v.to_str().is_ok()) {
-        value.extend_from_slice(previous.as_bytes());
-        value.extend_from_slice(b", ");
-    }
-    write_ip(&mut value, client);
-    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
+    let previous = headers.get(&XFF).filter(|v| v.to_str().is_ok());
+    let mut text = [0; IP_TEXT_MAX];
+    let ip = write_ip(&mut text, client);
+    // Copied once into a block of the exact size (a `Bytes` made from a `Vec` with room to
+    // spare allocates a second block to share it).
+    let value = match previous {
+        None => Bytes::copy_from_slice(ip),
+        Some(previous) => Bytes::from([previous.as_bytes(), b", ", ip].concat()),
+    };
+    if let Ok(value) = HeaderValue::from_maybe_shared(value) {
         headers.insert(XFF, value);
     }
 }
 
-/// Writes `ip` as `Display` does; IPv4 digit by digit, without the formatting machinery, as
-/// every origin request writes one.
-fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+/// Room for any address in text (`INET6_ADDRSTRLEN` without its NUL).
+const IP_TEXT_MAX: usize = 45;
+
+/// Writes `ip` as `Display` does into `out`, returning what was written; IPv4 digit by digit,
+/// without the formatting machinery, as every origin request writes one.
+fn write_ip(out: &mut [u8; IP_TEXT_MAX], ip: IpAddr) -> &[u8] {
+    let mut len = 0;
     match ip {
         IpAddr::V4(v4) => {
+            let mut push = |byte| {
+                out[len] = byte;
+                len += 1;
+            };
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b'.');
+                    push(b'.');
                 }
                 if octet >= 100 {
-                    out.push(b'0' + octet / 100);
+                    push(b'0' + octet / 100);
                 }
                 if octet >= 10 {
-                    out.push(b'0' + octet / 10 % 10);
+                    push(b'0' + octet / 10 % 10);
                 }
-                out.push(b'0' + octet % 10);
+                push(b'0' + octet % 10);
             }
         }
         IpAddr::V6(v6) => {
             use std::io::Write;
-            let _ = write!(out, "{v6}");
+            let mut rest = &mut out[..];
+            let _ = write!(rest, "{v6}");
+            len = IP_TEXT_MAX - rest.len();
         }
     }
+    &out[..len]
 }
 
 #[cfg(test)]
@@ -232,11 +250,13 @@ mod tests {
             "::1",
             "2001:db8::ff:1",
             "::ffff:10.0.0.1",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "1:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
         ] {
             let ip: IpAddr = text.parse().unwrap();
-            let mut written = Vec::new();
-            write_ip(&mut written, ip);
-            assert_eq!(String::from_utf8(written).unwrap(), ip.to_string(), "{text}");
+            let mut out = [0; IP_TEXT_MAX];
+            let written = write_ip(&mut out, ip);
+            assert_eq!(std::str::from_utf8(written).unwrap(), ip.to_string(), "{text}");
         }
     }
 }
