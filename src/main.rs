@@ -229,6 +229,11 @@ struct ServeArgs {
     /// Largest response stored; larger ones stream through. Default 16m.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_object_size: Option<u64>,
+    /// Size of the slices representations are stored by: a GET with one Range on a miss is
+    /// fetched by the slices that hold it, and a response over --max-object-size by slices the
+    /// next time (nginx's slice). 0 turns this off. Default 1m.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    slice_size: Option<u64>,
     /// Which objects a full cache takes in: lru stores every storable response and evicts the
     /// least recently used (Varnish); tinylfu only those asked for more often than what they
     /// would evict (refuses most large objects). Default lru.
@@ -545,6 +550,7 @@ impl ServeArgs {
         set(&mut config.cache_size, self.cache_size);
         set(&mut config.default_ttl, self.default_ttl);
         set(&mut config.max_object_size, self.max_object_size);
+        set(&mut config.slice_size, self.slice_size);
         set(&mut config.cache_admission, self.cache_admission);
         set(&mut config.finish_abandoned_fills, self.finish_abandoned_fills);
         set(&mut config.threads, self.threads.map(|n| Some(usize::from(n))));

@@ -1,6 +1,7 @@
 //! `Range` on a stored object (RFC 9110 §14, §13.1.5): 206 with `Content-Range`, several
-//! ranges as `multipart/byteranges`, 416 when unsatisfiable, `If-Range` honoured; a range
-//! request on a miss fetches the whole object for the cache.
+//! ranges as `multipart/byteranges`, 416 when unsatisfiable, `If-Range` honoured; with
+//! `--slice-size 0`, a range request on a miss fetches the whole object for the cache (slices:
+//! `tests/partial_content.rs`).
 
 mod support;
 
@@ -131,9 +132,10 @@ support::modes! {
 }
 
 support::modes! {
+    /// Without slices (`--slice-size 0`), as Varnish: the range is cut from the whole object.
     async fn a_range_request_on_a_miss_stores_the_whole_object() {
         let origin = Origin::fixed(OriginReply::ok(BODY).cache_control("max-age=60")).await;
-        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let (proxy, addr) = start_proxy(origin.addr, |config| config.slice_size = 0).await;
 
         let reply = get(addr, "/cold", &[("range", "bytes=0-3")]).await;
         assert_eq!(reply.cache(), "MISS");

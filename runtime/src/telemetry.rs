@@ -37,6 +37,10 @@ pub struct Stats {
     pub esi_failures: AtomicU64,
     /// Soft-purged objects served stale while their refresh ran.
     pub soft_purged_served: AtomicU64,
+    /// Requests answered from stored slices alone (a range, or the whole, of a representation
+    /// stored by parts), and slices asked from the origin.
+    pub partial_hits: AtomicU64,
+    pub slice_fetches: AtomicU64,
     /// The URLs most often missed, for the dashboard.
     pub missed_urls: MissedUrls,
 }

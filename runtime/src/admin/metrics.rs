@@ -11,6 +11,7 @@
 //! (1 or 0; always 1 without a probe), `backend_probes_total{backend,result}` (`good`/`bad`, probed
 //! backends only), `cache_objects`, `cache_bytes`, `cache_evictions_total`,
 //! `surrogate_keys`, `surrogate_key_objects`, `purged_by_key_total`, `soft_purged_served_total`,
+//! `partial_hits_total`, `slice_fetches_total`, `sliced_representations`,
 //! `plugin_failures_total{plugin,cause}`, `plugin_instances_created_total{plugin}`,
 //! `plugin_counter_total{plugin,metric}`, `plugin_gauge{plugin,metric}`,
 //! `plugin_histogram_count_total` / `plugin_histogram_sum{plugin,metric}` (what plugins define),
@@ -178,6 +179,18 @@ impl Collector for Counters {
             "edgecache_soft_purged_served",
             "Soft-purged objects served stale while their refresh ran",
             load(&stats.soft_purged_served),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_partial_hits",
+            "Requests answered from stored slices alone (RFC 9111 partial content)",
+            load(&stats.partial_hits),
+        )?;
+        counter(
+            &mut encoder,
+            "edgecache_slice_fetches",
+            "Slices of representations stored by parts asked from the origin",
+            load(&stats.slice_fetches),
         )?;
         counter(
             &mut encoder,
@@ -355,6 +368,12 @@ impl Collector for Counters {
             "edgecache_cache_bytes",
             "Bytes stored (headers and bodies), bounded by the cache size",
             as_gauge(state.cache.store.weighted_size()),
+        )?;
+        gauge(
+            &mut encoder,
+            "edgecache_sliced_representations",
+            "Representations stored by slices (or known too large to store whole)",
+            as_gauge(state.cache.partials.count()),
         )?;
         counter(
             &mut encoder,

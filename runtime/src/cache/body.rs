@@ -149,8 +149,7 @@ impl StoredBody {
 
     /// Bytes `range` (clamped to the body) as a response body of shared slices, and its length.
     pub fn range_body(&self, range: Range<u64>) -> (ProxyBody, u64) {
-        let mut parts = Vec::new();
-        self.for_each_part(range, |part| parts.push(part));
+        let parts = self.range_parts(range);
         let len = parts.iter().map(|part| part.len() as u64).sum();
         let body = ProxyBody::Stored {
             chunks: parts.into(),
@@ -158,6 +157,13 @@ impl StoredBody {
             left: len,
         };
         (body, len)
+    }
+
+    /// Bytes `range` (clamped to the body) as shared slices of its chunks, in order.
+    pub fn range_parts(&self, range: Range<u64>) -> Vec<Bytes> {
+        let mut parts = Vec::new();
+        self.for_each_part(range, |part| parts.push(part));
+        parts
     }
 
     /// Appends bytes `range` (clamped to the body) to `out`.

@@ -28,6 +28,11 @@ impl CacheKey {
         self.0.len()
     }
 
+    /// Bytes of the key, to derive others from.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// A key from what the policy's `vcl_hash` fed to `hash_data`.
     pub fn from_hash_data(data: &[u8]) -> CacheKey {
         CacheKey(data.into())

@@ -4,7 +4,8 @@
 //! bounded in bytes; `coalesce` makes concurrent misses for one key share one origin fetch and
 //! remembers uncacheable keys (hit-for-pass); `fill` reads one origin body into the cache and
 //! its coalesced readers; `bans` tests stored objects against the ban list; `keys` indexes
-//! them by their surrogate keys for purges by key;
+//! them by their surrogate keys for purges by key; `partial` keeps representations stored by
+//! slices (RFC 9111 §3.3, §3.4);
 //! `state` names the cache outcome of a request. [`SharedCache`] is the handle the request path
 //! and the admin API both hold. This module never calls the proxy, the policy or a backend: the
 //! proxy drives it.
@@ -35,6 +36,7 @@ pub(crate) mod fill;
 pub(crate) mod key;
 pub(crate) mod keys;
 pub(crate) mod object;
+pub(crate) mod partial;
 pub(crate) mod rules;
 pub(crate) mod state;
 pub(crate) mod store;
@@ -45,6 +47,8 @@ pub(crate) mod store;
 pub(crate) struct SharedCache {
     pub store: Store,
     pub coalescer: Coalescer,
+    /// Representations stored by slices.
+    pub partials: partial::Partials,
     bans: Arc<BanList>,
     /// The time every cache decision reads (see [`Clock`]).
     pub clock: Clock,
@@ -54,23 +58,26 @@ impl SharedCache {
     /// An empty cache sized by `--cache-size`, counting evictions in `stats`.
     pub fn new(config: &Config, stats: Arc<Stats>) -> SharedCache {
         let clock = Clock::default();
+        let store = Store::new(
+            config.cache_size,
+            config.cache_admission,
+            stats,
+            keys::KeyIndex::new(config.surrogate_key_headers.clone()),
+        );
         SharedCache {
-            store: Store::new(
-                config.cache_size,
-                config.cache_admission,
-                stats,
-                keys::KeyIndex::new(config.surrogate_key_headers.clone()),
-            ),
+            partials: partial::Partials::new(store.clone()),
+            store,
             coalescer: Coalescer::new(config.hit_for_pass_ttl, clock.clone()),
             bans: Arc::default(),
             clock,
         }
     }
 
-    /// Removes every variant of `key` and forgets its hit-for-pass mark.
+    /// Removes every variant of `key`, and its slices, and forgets its hit-for-pass mark.
     pub fn purge(&self, key: &CacheKey) -> bool {
         self.coalescer.clear_hit_for_pass(key);
-        self.store.purge(key)
+        let sliced = self.partials.remove(key);
+        self.store.purge(key) | sliced
     }
 
     /// Soft purge of every variant of `key` (a URL purge with `soft=1`, `purge.soft()`): each

@@ -7,6 +7,7 @@
 //! policy_format = "vcl"             # or "rewrite" (.htaccess rules); default: by file name
 //! cache_size = "256m"
 //! max_object_size = "16m"
+//! slice_size = "1m"                 # ranges and large objects stored by slices; "0": off
 //! cache_admission = "lru"           # or "tinylfu" (refuses most large objects into a full cache)
 //! finish_abandoned_fills = "on"     # a fill whose clients left: "on", "off" or a size still to come
 //! default_ttl = "120s"
@@ -107,6 +108,7 @@ pub struct FileConfig {
     policy_format: Option<String>,
     cache_size: Option<Quantity>,
     max_object_size: Option<Quantity>,
+    slice_size: Option<Quantity>,
     cache_admission: Option<String>,
     finish_abandoned_fills: Option<Quantity>,
     default_ttl: Option<Quantity>,
@@ -248,6 +250,7 @@ impl FileConfig {
             self.max_object_size,
             &mut config.max_object_size,
         )?;
+        size("slice_size", self.slice_size, &mut config.slice_size)?;
         if let Some(admission) = self.cache_admission {
             config.cache_admission = admission
                 .parse()

@@ -298,6 +298,12 @@ pub struct Config {
     /// `Content-Length` that grows past it is not stored, and from then on only what its
     /// slowest reader has not read yet is kept. Default 16 MiB.
     pub max_object_size: u64,
+    /// The slices representations are stored by (`--slice-size`, nginx's `slice`): a `GET`
+    /// with one `Range` on a miss is fetched by the slices that hold it, and a response larger
+    /// than `max_object_size` with a strong validator is fetched by slices the next time, each
+    /// stored as an object of its own (RFC 9111 §3.3, §3.4). At most `max_object_size` is
+    /// used. `0` turns this off: ranges are cut from whole objects only. Default 1 MiB.
+    pub slice_size: u64,
     /// Which objects a full cache takes in (`--cache-admission`). Default LRU, as Varnish.
     pub cache_admission: CacheAdmission,
     /// How many more bytes a cache fill whose last client went away may read to complete its
@@ -447,6 +453,7 @@ impl Default for Config {
             policy_format: None,
             cache_size: 256 * 1024 * 1024,
             max_object_size: 16 * 1024 * 1024,
+            slice_size: 1024 * 1024,
             cache_admission: CacheAdmission::Lru,
             finish_abandoned_fills: u64::MAX,
             default_ttl: Duration::ZERO,

@@ -367,7 +367,11 @@ async fn lookup(
                 CacheState::Synth,
             ));
         }
-        if shared.cache.coalescer.is_hit_for_pass(&key) {
+        let hit_for_pass = shared.cache.coalescer.is_hit_for_pass(&key);
+        if stored.is_none() && super::partial::serves(route, request, &key, hit_for_pass) {
+            return Ok(Box::pin(super::partial::serve(route, request, key)).await);
+        }
+        if hit_for_pass {
             if let Some(trace) = traced {
                 trace.log(
                     Side::Client,

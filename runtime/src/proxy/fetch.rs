@@ -224,6 +224,66 @@ pub(super) async fn hit_for_pass(
     }
 }
 
+/// Judges a `206` slice (`proxy::partial`) as the whole representation would be judged
+/// (RFC 9111 §3.3: a cache that supports ranges may store a partial response like a complete
+/// one): the head to store the slice with, or `None` when the whole would not be stored.
+pub(super) fn judge_part(
+    route: Route<'_>,
+    request: &Parts,
+    key: &CacheKey,
+    part: &mut http::response::Parts,
+    request_time: SystemTime,
+    attempts: &mut Attempts<'_>,
+) -> Option<ObjectHead> {
+    let task = FetchTask::new(route, request.clone(), key.clone(), None, None);
+    let response_time = task.shared.cache.clock.now();
+    let mut status = StatusCode::OK;
+    let (mut head, _) = task
+        .judge(
+            &mut status,
+            &mut part.headers,
+            part.version,
+            request_time,
+            response_time,
+            attempts,
+        )
+        .ok()?;
+    head.status = StatusCode::PARTIAL_CONTENT;
+    Some(head)
+}
+
+/// A response to a slice request that is not a `206` (the origin ignores `Range`, or answered
+/// otherwise), sent at `request_time` by `backend`: judged, stored and answered as a miss's.
+pub(super) async fn settle_unsliced(
+    route: Route<'_>,
+    request: &Parts,
+    key: CacheKey,
+    response: Response<TimedBody>,
+    request_time: SystemTime,
+    backend: Backend,
+) -> (Response<ProxyBody>, CacheState) {
+    let shared = route.shared;
+    let mut bereq = bereq::fill(request, route.client.ip(), None);
+    let (mut attempts, _) = Attempts::start(route.version, route.hint, &backend, &mut bereq, false);
+    let mut task = FetchTask::new(route, request.clone(), key, None, None);
+    task.backend = backend;
+    match task.settle(response, request_time, &mut attempts).await {
+        Settled::Done(delivery) => answer(shared, delivery, None, request),
+        Settled::Filling(delivery, filling) => {
+            tokio::spawn(task.fill_from(filling));
+            answer(shared, delivery, None, request)
+        }
+        // Only `vcl_backend_response` retries, and slices are fetched without one.
+        Settled::Retry => (
+            synth::plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "a response to a slice request asked for a retry",
+            ),
+            CacheState::Miss,
+        ),
+    }
+}
+
 /// A POST passed to the origin, whose response is also stored for later GETs of its target
 /// URI when RFC 9110 §9.3.3 allows it (`--no-store-post-responses` turns this off): explicit
 /// freshness and a `Content-Location` naming the target URI
@@ -680,6 +740,7 @@ impl FetchTask {
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
             .is_some_and(|length| length > shared.max_object_size);
         if too_large {
+            super::partial::remember_too_large(shared, &self.version, self.fill.key(), fields);
             return Err(NotStored::Because("larger than max-object-size"));
         }
         let lifetime = freshness::freshness_lifetime(*status, fields, &directives, &shared.freshness);

@@ -29,6 +29,7 @@ pub(super) fn after<B>(route: Route<'_>, request: &Parts, response: &Response<B>
         let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
         let key = stored_under(route, request, host, target);
         shared.cache.store.purge(&key);
+        shared.cache.partials.remove(&key);
         shared.cache.coalescer.clear_hit_for_pass(&key);
         tracing::debug!(%uri, method = %request.method, "invalidated");
     }

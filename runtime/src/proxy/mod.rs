@@ -30,6 +30,7 @@ mod gzip;
 mod h2_accounting;
 mod headers;
 mod invalidate;
+mod partial;
 mod pipe;
 mod plugins;
 mod proxied;
@@ -80,6 +81,9 @@ pub(crate) struct Shared {
     pub freshness: FreshnessOptions,
     pub storing: StoreOptions,
     pub max_object_size: u64,
+    /// `--slice-size`, at most `max_object_size`: the parts representations are stored by
+    /// (`proxy::partial`); 0: off.
+    pub slice_size: u64,
     /// Bytes an abandoned fill may still read (`Config::finish_abandoned_fills`).
     pub finish_abandoned_fills: u64,
     pub coalesce_wait: Duration,
@@ -130,6 +134,7 @@ impl Shared {
                 default_ttl: config.default_ttl,
             },
             max_object_size: config.max_object_size,
+            slice_size: config.slice_size.min(config.max_object_size),
             finish_abandoned_fills: config.finish_abandoned_fills,
             coalesce_wait: config.coalesce_wait,
             body_timeout: config.client_timeouts.body,

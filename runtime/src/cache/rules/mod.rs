@@ -14,6 +14,7 @@
 //! | [`vary`] | secondary-key rule and request fingerprint | 9111 §4.1 |
 //! | [`conditional`] | answering client conditionals, revalidation requests, 304 merge | 9111 §4.3; 9110 §13 |
 //! | [`range`] | `Range` / `If-Range` on a stored object, `Content-Range` | 9110 §14, §13.1.5 |
+//! | [`partial`] | `206` parts: `Content-Range` read, slices, strong validators, combining | 9111 §3.3, §3.4; 9110 §14.4, §15.3.7 |
 //! | [`stale`] | reuse of a stored response for a request: fresh, stale allowed, revalidate | 9111 §4.2.4, §5.2.1; 5861 |
 //! | [`invalidate`] | URIs invalidated by an unsafe method | 9111 §4.4 |
 //!
@@ -42,6 +43,7 @@ pub(crate) mod control;
 pub(crate) mod date;
 pub(crate) mod freshness;
 pub(crate) mod invalidate;
+pub(crate) mod partial;
 pub(crate) mod range;
 pub(crate) mod stale;
 pub(crate) mod storable;
