@@ -14,28 +14,20 @@ backend default {
 }
 
 sub vcl_recv {
-    # Host is required in HTTP/1.1; normalise its case.
-    if (req.http.host ~ "[[:upper:]]") {
-        set req.http.host = req.http.host.lower();
-    }
-    if (!req.http.host && req.esi_level == 0 && req.proto == "HTTP/1.1") {
-        return (synth(400));
-    }
-    if (req.http.Upgrade ~ "(?i)websocket") {
-        # A WebSocket handshake: the connection becomes a tunnel to the origin.
-        return (pipe);
-    }
-    if (req.method == "PRI") {
-        return (synth(405));
-    }
-    if (req.method != "GET" && req.method != "HEAD") {
-        # Only GET and HEAD are cached; other methods, known or not, go to the origin.
-        return (pass);
-    }
-    if (req.http.Authorization || req.http.Cookie) {
-        # Personalised requests are not cached.
-        return (pass);
-    }
+    # What is looked up is decided by vcl_builtin_recv, which edgecache runs natively (the
+    # same code as without a policy, so the switches below apply to it):
+    #  * Host is lower-cased; an HTTP/1.1 request without one gets synth(400);
+    #  * a WebSocket handshake is piped (the connection becomes a tunnel to the origin);
+    #  * PRI gets synth(405);
+    #  * methods other than GET and HEAD, known or not, are passed to the origin; a POST
+    #    response with explicit freshness and a Content-Location naming its URL is still
+    #    stored for later GETs (--no-store-post-responses turns that off);
+    #  * requests with Authorization or Cookie are passed (--lookup-with-authorization,
+    #    --lookup-with-cookie look them up; a response to a request with Authorization is
+    #    then stored only when public, s-maxage or must-revalidate).
+    # A `return (pass)` written here instead is this policy's own decision: Varnish's pass,
+    # which stores nothing, whatever the switches say.
+    call vcl_builtin_recv;
     return (hash);
 }
 
@@ -101,8 +93,9 @@ sub vcl_backend_response {
     # Which responses are stored is decided by vcl_builtin_backend_response, which runs
     # edgecache's storage rules natively (the same as without a policy, RFC 9111 §3): no-store,
     # private, Vary: *, Set-Cookie, Surrogate-Control: no-store, or nothing left to use (no
-    # freshness, no validator, no stale window) make the response hit-for-miss for 120s;
-    # Content-Range is removed from responses other than 206 and 416.
+    # freshness, no validator, no stale window) make the response hit-for-miss for 120s.
+    # Content-Range is kept, as RFC 9111 §3.1 stores every field (`call vcl_beresp_range;`
+    # removes it from responses other than 206 and 416, as Varnish's builtin does).
     call vcl_builtin_backend_response;
     return (deliver);
 }

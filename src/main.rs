@@ -375,6 +375,15 @@ struct ServeArgs {
     /// a Content-Location naming the request's URL is, RFC 9110 §9.3.3; Varnish passes POSTs).
     #[arg(long)]
     no_store_post_responses: bool,
+    /// Look up requests that carry Cookie instead of passing them (Varnish's builtin passes
+    /// them): for origins whose pages do not depend on the cookies, or say so with Vary.
+    #[arg(long)]
+    lookup_with_cookie: bool,
+    /// Look up requests that carry Authorization instead of passing them (Varnish's builtin
+    /// passes them); a response to one is stored only when it is public, s-maxage or
+    /// must-revalidate (RFC 9111 §3.5).
+    #[arg(long)]
+    lookup_with_authorization: bool,
     /// How long past freshness an object may be served when the origin fails. Default 10s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     grace: Option<Duration>,
@@ -599,6 +608,8 @@ impl ServeArgs {
         set(&mut config.cache_status_header, self.cache_status_header);
         config.store_set_cookie |= self.store_set_cookie;
         config.store_post_responses &= !self.no_store_post_responses;
+        config.lookup_with_cookie |= self.lookup_with_cookie;
+        config.lookup_with_authorization |= self.lookup_with_authorization;
         set(&mut config.grace, self.grace);
         set(&mut config.keep, self.keep);
         set(&mut config.ban_lurker_rate, self.ban_lurker_rate);
@@ -1253,7 +1264,7 @@ mod tests {
              --h2-rapid-reset-period 30s --h2-max-streams-per-second 1000 \
              --h2-max-concurrent-streams 50 --max-headers 64 \
              --purge-allow 127.0.0.0/8,10.0.0.0/8 --invalidate-on-unsafe off --cache-status-header X-Cache-Status \
-             --store-set-cookie --grace 1m --keep 1h --ban-lurker-rate 500 --ban-lurker-age 5s \
+             --store-set-cookie --lookup-with-cookie --lookup-with-authorization --grace 1m --keep 1h --ban-lurker-rate 500 --ban-lurker-age 5s \
              --ignore-request-cache-control \
              --targeted-cache-control CDN-Cache-Control --strip-targeted-cache-control \
              --health-path /lb-check --drain-time 2s --plugin-memory 8m --plugin-deadline 10ms \
@@ -1290,6 +1301,7 @@ mod tests {
         assert_eq!(config.dns_ttl, Duration::from_secs(5));
         assert_eq!(config.hosts_file.as_deref(), Some(std::path::Path::new("hosts")));
         assert!(config.strip_targeted_cache_control);
+        assert!(config.lookup_with_cookie && config.lookup_with_authorization);
         assert_eq!(config.health_path.as_deref(), Some("/lb-check"));
         assert_eq!(config.drain_time, Duration::from_secs(2));
         assert_eq!(

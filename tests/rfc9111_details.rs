@@ -6,6 +6,10 @@
 //!   and normalising whitespace, names compared case-insensitively;
 //! - `Authorization` / `Cookie` requests are never answered from the cache (builtin pass);
 //! - fields named in `Connection` are neither forwarded nor stored (RFC 9110 §7.6.1);
+//! - every other field is stored, `Content-Range` on a `200` too (RFC 9111 §3.1; Varnish's
+//!   builtin removes it);
+//! - `PRI` is refused with `405` (Varnish's builtin); other unknown methods reach the origin
+//!   with their body.
 //! - interim 1xx responses are never cached and never break the final response.
 
 mod support;
@@ -367,5 +371,38 @@ support::modes! {
         let raw = conn.response(false).await;
         assert_eq!(raw.status, 200);
         assert_eq!(raw.body, b"hello");
+    }
+}
+
+support::modes! {
+    async fn content_range_on_a_200_is_stored_with_it() {
+        let origin = Origin::fixed(
+            OriginReply::ok("abcd")
+                .cache_control("max-age=60")
+                .header("content-range", "bytes 0-3/4"),
+        )
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let miss = get(addr, "/ranged", &[]).await;
+        assert_eq!(miss.header("content-range"), Some("bytes 0-3/4"));
+        support::eventually_stored(&proxy, 1).await;
+        let hit = get(addr, "/ranged", &[]).await;
+        assert_eq!((hit.cache(), hit.body.as_ref()), ("HIT", &b"abcd"[..]));
+        assert_eq!(hit.header("content-range"), Some("bytes 0-3/4"), "stored as received");
+    }
+}
+
+support::modes! {
+    async fn pri_is_refused_and_other_unknown_methods_reach_the_origin() {
+        let origin = Origin::fixed(OriginReply::ok("done")).await;
+        let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+        let refused = support::send("PRI", addr, "/x", &[], "").await;
+        assert_eq!(refused.status, 405);
+        assert_eq!(origin.requests(), 0);
+
+        let reply = support::send("M-SEARCH", addr, "/x", &[], "abc").await;
+        assert_eq!((reply.status.as_u16(), reply.cache()), (200, "PASS"));
+        let seen = origin.last();
+        assert_eq!((seen.method.as_str(), seen.body.as_ref()), ("M-SEARCH", &b"abc"[..]));
     }
 }

@@ -88,13 +88,17 @@ support::modes! {
     async fn every_unsafe_method_invalidates_even_unknown_ones() {
         let origin = origin().await;
         let (proxy, addr) = start_proxy(origin.addr, |_| {}).await;
-        let paths = ["/put", "/delete", "/patch", "/frob", "/redirected", "/options"];
+        let paths = ["/put", "/delete", "/patch", "/frob", "/m-search", "/m-search-failed", "/redirected", "/options"];
         store(&proxy, addr, &paths).await;
 
         send("PUT", addr, "/put", &[], "x").await;
         send("DELETE", addr, "/delete", &[], "").await;
         send("PATCH", addr, "/patch", &[], "x").await;
         send("FROB", addr, "/frob", &[], "").await;
+        // As cache-tests sends it: an unknown method with a body.
+        send("M-SEARCH", addr, "/m-search", &[], "abc").await;
+        send("M-SEARCH", addr, "/m-search-failed", &[("x-status", "500")], "abc").await;
+        assert_hit(addr, "/m-search-failed", &[], "a 500 invalidates nothing").await;
         send(
             "POST",
             addr,
@@ -103,7 +107,7 @@ support::modes! {
             "",
         )
         .await;
-        for path in ["/put", "/delete", "/patch", "/frob", "/redirected"] {
+        for path in ["/put", "/delete", "/patch", "/frob", "/m-search", "/redirected"] {
             assert_refetched(&origin, addr, path, "invalidated").await;
         }
 

@@ -1,8 +1,10 @@
 //! POST responses reused for GET (RFC 9111 §4, RFC 9110 §9.3.3): a response to POST with
 //! explicit freshness and a `Content-Location` naming the target URI invalidates what was
 //! stored for the URI (RFC 9111 §4.4) and is then stored as its response, so the next GET is a
-//! hit on it. Without both conditions, for requests with cookies, or with
-//! `store_post_responses = false`, the POST is only passed.
+//! hit on it. Without both conditions, for requests with cookies (unless `--lookup-with-cookie`),
+//! with `store_post_responses = false`, or when a policy's own `vcl_recv` passes the POST (as
+//! Varnish does), the POST is only passed. With a policy whose `vcl_recv` leaves POST to the
+//! builtin, the same rules hold as without one.
 
 mod support;
 
@@ -52,7 +54,6 @@ async fn get_post_get(
 }
 
 support::modes! {
-    differs_with_policy = "with a policy every POST is passed (fetch::post runs without one only)";
     async fn post_with_content_location_and_freshness_answers_the_next_get() {
         let origin = Origin::start(cart(&[
             ("cache-control", "max-age=60"),
@@ -73,7 +74,6 @@ support::modes! {
 }
 
 support::modes! {
-    differs_with_policy = "with a policy every POST is passed (fetch::post runs without one only)";
     async fn post_with_a_relative_content_location_is_stored_too() {
         let origin = Origin::start(cart(&[
             ("expires", "Thu, 01 Jan 2099 00:00:00 GMT"),
@@ -147,4 +147,50 @@ support::modes! {
         let after = get(addr, "/cart", &[]).await;
         assert_eq!((after.cache(), after.text().as_str()), ("MISS", "from get"));
     }
+}
+
+support::modes! {
+    async fn post_with_a_cookie_is_stored_with_lookup_with_cookie() {
+        let origin = Origin::start(cart(&[
+            ("cache-control", "max-age=60"),
+            ("content-location", "/cart"),
+        ]))
+        .await;
+        let (proxy, addr) = start_proxy(origin.addr, |config| config.lookup_with_cookie = true).await;
+        assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
+        support::eventually_stored(&proxy, 1).await;
+        send("POST", addr, "/cart", &[("cookie", "s=1")], "item=1").await;
+        support::eventually_stored(&proxy, 1).await;
+        let after = get(addr, "/cart", &[]).await;
+        assert_eq!((after.cache(), after.text().as_str()), ("HIT", "after post"));
+    }
+}
+
+/// Varnish's meaning wins where the policy's own code decides: a `vcl_recv` that returns
+/// `pass` for POST gets a pass, whose response is never stored (the GET after it still sees
+/// the invalidation).
+#[tokio::test]
+async fn a_policy_that_passes_post_itself_stores_nothing() {
+    let origin = Origin::start(cart(&[
+        ("cache-control", "max-age=60"),
+        ("content-location", "/cart"),
+    ]))
+    .await;
+    let policy = format!(
+        "vcl 4.1;\nbackend default {{ .host = \"{}\"; .port = \"{}\"; }}\n\
+         sub vcl_recv {{ if (req.method == \"POST\") {{ return (pass); }} }}\n",
+        origin.addr.ip(),
+        origin.addr.port()
+    );
+    let (proxy, addr) = support::start_with_policy("post_pass", &policy, &origin).await;
+    assert_eq!(get(addr, "/cart", &[]).await.cache(), "MISS");
+    support::eventually_stored(&proxy, 1).await;
+    let posted = send("POST", addr, "/cart", &[], "item=1").await;
+    assert_eq!((posted.cache(), posted.text().as_str()), ("PASS", "after post"));
+    let after = get(addr, "/cart", &[]).await;
+    assert_eq!(
+        (after.cache(), after.text().as_str()),
+        ("MISS", "from get"),
+        "the POST invalidated /cart and its response was not stored"
+    );
 }

@@ -174,9 +174,9 @@ sub vcl_backend_response {
     return (deliver);
 }
 
-# edgecache runs this sub natively with its storage rules (those without a policy:
-# Context::builtin_backend_response) unless a user sub extends it or the subs it calls;
-# then this text, with Varnish's header tests, runs instead.
+# edgecache runs this sub natively with its storage rules (those without a policy, which keep
+# Content-Range: Context::builtin_backend_response) unless a user sub extends it or the subs
+# it calls; then this text, with Varnish's header tests, runs instead.
 sub vcl_builtin_backend_response {
     call vcl_beresp_range;
     if (bereq.uncacheable) {

@@ -31,6 +31,8 @@
 //! cache_status_header = "X-Cache"
 //! store_set_cookie = false
 //! store_post_responses = true      # false: POST responses are never stored for GETs
+//! lookup_with_cookie = false        # true: requests with Cookie are looked up, not passed
+//! lookup_with_authorization = false # true: requests with Authorization are looked up (RFC 9111 §3.5 storing)
 //! grace = "10s"
 //! keep = "10m"
 //! ban_lurker_rate = 100000          # objects/s the ban lurker tests against obj.* bans; 0 = off
@@ -137,6 +139,8 @@ pub struct FileConfig {
     drain_time: Option<Quantity>,
     store_set_cookie: Option<bool>,
     store_post_responses: Option<bool>,
+    lookup_with_cookie: Option<bool>,
+    lookup_with_authorization: Option<bool>,
     grace: Option<Quantity>,
     keep: Option<Quantity>,
     ban_lurker_rate: Option<u64>,
@@ -454,6 +458,12 @@ impl FileConfig {
         }
         if let Some(store) = self.store_post_responses {
             config.store_post_responses = store;
+        }
+        if let Some(lookup) = self.lookup_with_cookie {
+            config.lookup_with_cookie = lookup;
+        }
+        if let Some(lookup) = self.lookup_with_authorization {
+            config.lookup_with_authorization = lookup;
         }
         if let Some(admin) = self.admin_listen {
             config.admin_listen = match admin.as_str() {

@@ -375,6 +375,15 @@ pub struct Config {
     /// later GETs of that URI (RFC 9110 §9.3.3), without a policy. Default true; Varnish
     /// passes every POST.
     pub store_post_responses: bool,
+    /// `--lookup-with-cookie`: the builtin `vcl_recv` looks up requests carrying `Cookie`
+    /// instead of passing them (with or without a policy, where the builtin decides). Default
+    /// false: passed, as Varnish's `vcl_req_cookie` does.
+    pub lookup_with_cookie: bool,
+    /// `--lookup-with-authorization`: the builtin `vcl_recv` looks up requests carrying
+    /// `Authorization` instead of passing them; a response to one is stored only when it
+    /// allows sharing (`public`, `s-maxage`, `must-revalidate`, RFC 9111 §3.5). Default false:
+    /// passed, as Varnish's `vcl_req_authorization` does.
+    pub lookup_with_authorization: bool,
     /// How long past its freshness an object may be served when the origin fails (Varnish's
     /// `default_grace`). Never applies to responses that forbid stale serving. Default 10 s.
     pub grace: Duration,
@@ -481,6 +490,8 @@ impl Default for Config {
             drain_time: Duration::ZERO,
             store_set_cookie: false,
             store_post_responses: true,
+            lookup_with_cookie: false,
+            lookup_with_authorization: false,
             grace: Duration::from_secs(10),
             keep: Duration::from_secs(600),
             ban_lurker_rate: DEFAULT_BAN_LURKER_RATE,

@@ -4,8 +4,8 @@
 //! `vcl_builtin_backend_response` is called and no user sub extends it
 //! (`Context::builtin_backend_response`).
 
-use http::header::{self, HeaderMap, HeaderName};
-use http::{response, Method, StatusCode};
+use http::header::{HeaderMap, HeaderName};
+use http::{response, Method};
 
 use crate::cache::rules::control::ResponseDirectives;
 use crate::cache::rules::storable::{self, StoreOptions};
@@ -40,21 +40,21 @@ pub(super) enum Verdict {
 /// targeted field in place of `Cache-Control`), or when it has no use left: `ttl` (what
 /// `beresp.ttl` is now) not above 0, no validator to revalidate with and no stale window. So
 /// `max-age=0` with an `ETag` is stored and revalidated, and `no-cache="Set-Cookie"` stored
-/// without the field, as without a policy. `Content-Range` is removed from responses other
-/// than 206 and 416 first (`vcl_beresp_range`), and a pass (`uncacheable`) is delivered as is.
+/// without the field, as without a policy. A pass (`uncacheable`) is delivered as is.
+/// `Content-Range` is kept whatever the status, as without a policy: RFC 9111 §3.1 has a cache
+/// store every field it receives but the hop-by-hop ones, where Varnish's `vcl_beresp_range`
+/// removes it from responses other than 206 and 416 (a policy that calls or extends that sub
+/// gets Varnish's text).
 /// A response without freshness information is stored when `beresp.ttl` is above 0 (the
 /// policy set it), as Varnish does.
 /// Decides on the response as the user's `vcl_backend_response` left it.
 pub(super) fn vcl_backend_response(
-    beresp: &mut response::Parts,
+    beresp: &response::Parts,
     bereq: &HeaderMap,
     uncacheable: bool,
     ttl: f64,
     rules: &StoreRules,
 ) -> Verdict {
-    if beresp.status != StatusCode::PARTIAL_CONTENT && beresp.status != StatusCode::RANGE_NOT_SATISFIABLE {
-        beresp.headers.remove(header::CONTENT_RANGE);
-    }
     if uncacheable {
         return Verdict::Deliver;
     }
@@ -150,25 +150,26 @@ mod tests {
                     .headers
                     .append(HeaderName::from_static(name), HeaderValue::from_static(value));
             }
-            let got = vcl_backend_response(&mut beresp, &HeaderMap::new(), *uncacheable, *ttl, &rules);
+            let got = vcl_backend_response(&beresp, &HeaderMap::new(), *uncacheable, *ttl, &rules);
             assert_eq!(got, *want, "{status} {fields:?} ttl={ttl}");
         }
     }
 
     #[test]
-    fn content_range_is_kept_only_on_206_and_416() {
+    fn content_range_is_stored_whatever_the_status() {
+        // RFC 9111 §3.1: every received field but the hop-by-hop ones is stored.
         let rules = StoreRules {
             storing: StoreOptions::default(),
             targeted: None,
         };
-        for (status, kept) in [(200, false), (206, true), (416, true)] {
+        for status in [200, 206, 416] {
             let mut beresp = Response::new(()).into_parts().0;
             beresp.status = StatusCode::from_u16(status).unwrap();
             beresp
                 .headers
                 .insert("content-range", HeaderValue::from_static("bytes 0-1/2"));
-            vcl_backend_response(&mut beresp, &HeaderMap::new(), false, 60.0, &rules);
-            assert_eq!(beresp.headers.contains_key("content-range"), kept, "{status}");
+            vcl_backend_response(&beresp, &HeaderMap::new(), false, 60.0, &rules);
+            assert!(beresp.headers.contains_key("content-range"), "{status}");
         }
     }
 }

@@ -5,26 +5,45 @@
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use policy_lang::Action;
 
 use super::pipe;
 use crate::cache::key::CacheKey;
 
-/// Varnish's builtin `vcl_recv`: only GET and HEAD are looked up, and requests carrying
-/// credentials or cookies are passed, since the response may be personal.
-pub(super) fn passes(request: &Parts) -> bool {
-    let method = &request.method;
-    (method != Method::GET && method != Method::HEAD)
-        || request.headers.contains_key(header::AUTHORIZATION)
-        || request.headers.contains_key(header::COOKIE)
+/// Which requests Varnish's builtin `vcl_recv` looks up although they carry credentials or
+/// cookies: by default none (`vcl_req_authorization` and `vcl_req_cookie` pass them, since the
+/// answer may be personal); `--lookup-with-authorization` and `--lookup-with-cookie` let the
+/// cache have them as RFC 9111 does. A response to a request with `Authorization` is still
+/// stored only when it allows sharing (§3.5, `storable::check_storable`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Lookups {
+    pub with_authorization: bool,
+    pub with_cookie: bool,
+}
+
+impl Lookups {
+    pub fn from_config(config: &crate::config::Config) -> Lookups {
+        Lookups {
+            with_authorization: config.lookup_with_authorization,
+            with_cookie: config.lookup_with_cookie,
+        }
+    }
+
+    /// `vcl_req_authorization` and `vcl_req_cookie`: whether the builtin passes a request with
+    /// these fields for its credentials or cookies.
+    pub fn passes(self, headers: &http::HeaderMap) -> bool {
+        (!self.with_authorization && headers.contains_key(header::AUTHORIZATION))
+            || (!self.with_cookie && headers.contains_key(header::COOKIE))
+    }
 }
 
 /// Varnish's builtin `vcl_recv` as policy-lang's `builtin.vcl` spells it, natively: what a
 /// policy without a `vcl_recv` of its own runs, and what a user `vcl_recv` falls through to
 /// (interpreting it costs more than the rest of a hit). Keep it step for step with
-/// `builtin.vcl`; `tests/policy_phases.rs` holds them together.
-pub(super) fn vcl_recv(request: &mut Parts) -> Action {
+/// `builtin.vcl`; `tests/policy_phases.rs` holds them together. Without a policy the driver
+/// runs it too, so both decide the same way.
+pub(super) fn vcl_recv(request: &mut Parts, lookups: Lookups) -> Action {
     let synth = |status: StatusCode| Action::Synth {
         status: status.as_u16(),
         reason: status.canonical_reason().unwrap_or("").into(),
@@ -51,7 +70,7 @@ pub(super) fn vcl_recv(request: &mut Parts) -> Action {
         return Action::Pass;
     }
     // vcl_req_authorization, vcl_req_cookie
-    if request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key(header::COOKIE) {
+    if lookups.passes(&request.headers) {
         return Action::Pass;
     }
     Action::Lookup

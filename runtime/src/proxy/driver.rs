@@ -205,32 +205,40 @@ async fn route(
     if parts.method.as_str() == "PURGE" {
         return (purge(shared, client, &parts), CacheState::Synth);
     }
-    if pipe::is_websocket_upgrade(&parts) {
-        let bereq = bereq::pipe(&parts, client.ip());
-        let mut parts = parts;
-        return Box::pin(piped(
-            route,
-            &mut parts,
-            bereq,
-            streamed(body, shared.body_timeout),
-        ))
-        .await;
-    }
-    if builtin::passes(&parts) {
-        let body = streamed(body, shared.body_timeout);
-        let response = if parts.method == http::Method::POST {
-            Box::pin(fetch::post(route, &parts, body)).await
-        } else {
-            Box::pin(relay::pass(route, &parts, body)).await
-        };
-        return (response, CacheState::Pass);
-    }
     let mut parts = parts;
+    match builtin::vcl_recv(&mut parts, shared.lookups) {
+        Action::Lookup => {}
+        Action::Pipe => {
+            let bereq = bereq::pipe(&parts, client.ip());
+            let body = streamed(body, shared.body_timeout);
+            return Box::pin(piped(route, &mut parts, bereq, body)).await;
+        }
+        Action::Synth { status, reason } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return (synth::plain(status, &reason), CacheState::Synth);
+        }
+        Action::Pass => {
+            let body = streamed(body, shared.body_timeout);
+            return (builtin_pass(route, &parts, body).await, CacheState::Pass);
+        }
+        other => unreachable!("the builtin vcl_recv returned {}", other.name()),
+    }
     wash_accept_encoding(&mut parts.headers);
     let key = builtin::vcl_hash(&parts);
     match lookup(route, &parts, key, &mut Builtin::default()).await {
         Ok(served) => served,
         Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
+    }
+}
+
+/// A pass the builtin `vcl_recv` decided: a `POST` goes through [`fetch::post`], which may
+/// store its response for later `GET`s (RFC 9110 §9.3.3); anything else is relayed. A pass the
+/// policy's own code decides is relayed whatever its method, as in Varnish.
+async fn builtin_pass(route: Route<'_>, request: &Parts, body: OutgoingBody) -> Response<ProxyBody> {
+    if request.method == http::Method::POST {
+        Box::pin(fetch::post(route, request, body)).await
+    } else {
+        Box::pin(relay::pass(route, request, body)).await
     }
 }
 
@@ -709,11 +717,13 @@ async fn vcl_steps(
         shared.cache.clone(),
     ));
     session.esi = esi;
+    session.lookups = shared.lookups;
     loop {
+        session.recv_by_builtin = false;
         let mut action = if program.has_sub(Sub::Recv) {
             session.run_waiting(program, Sub::Recv).await
         } else {
-            let action = builtin::vcl_recv(&mut session.req);
+            let action = session.builtin_vcl_recv();
             trace::builtin(session.trace.as_ref(), Side::Client, Sub::Recv, &action);
             action
         };
@@ -724,6 +734,7 @@ async fn vcl_steps(
                 .request_body(version, &mut session.req, Some(client), &mut body);
             if let Some(diverted) = Box::pin(reading).await {
                 action = diverted;
+                session.recv_by_builtin = false;
             }
         }
         let step = loop {
@@ -780,7 +791,11 @@ async fn vcl_steps(
                         Ok(outgoing) => outgoing,
                         Err(detail) => break Step::Synth(503, Some(detail.to_string())),
                     };
-                    let response = Box::pin(relay::pass(route, &session.req, outgoing)).await;
+                    let response = if session.recv_by_builtin {
+                        builtin_pass(route, &session.req, outgoing).await
+                    } else {
+                        Box::pin(relay::pass(route, &session.req, outgoing)).await
+                    };
                     break Step::Served(response, CacheState::Pass);
                 }
                 Action::Pipe => {

@@ -26,7 +26,7 @@ use super::plugins::BackendBody;
 use super::relay::{self, relay, replacement};
 use super::route::Route;
 use super::vcl::{self, BackendSession};
-use super::{bereq, beresp, builtin, h2_accounting, headers, invalidate, respond, synth, Shared};
+use super::{bereq, beresp, h2_accounting, headers, invalidate, respond, synth, Shared};
 use crate::backend::{Backend, OutgoingBody, TimedBody};
 use crate::cache::body::{BoxError, ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
@@ -284,56 +284,70 @@ pub(super) async fn settle_unsliced(
     }
 }
 
-/// A POST passed to the origin, whose response is also stored for later GETs of its target
-/// URI when RFC 9110 §9.3.3 allows it (`--no-store-post-responses` turns this off): explicit
-/// freshness and a `Content-Location` naming the target URI
-/// ([`storable::post_reusable_for_get`]), then the judgement of any response. The response
-/// first invalidates what is stored for the URI, as any response to an unsafe method
-/// (RFC 9111 §4.4), and then becomes the stored response. Without a policy only, and not for
-/// requests with credentials or cookies, which are never answered from the cache nor fill it.
-/// Anything else is relayed as a pass.
+/// A POST the builtin passed to the origin, whose response is also stored for later GETs of
+/// its target URI when RFC 9110 §9.3.3 allows it (`--no-store-post-responses` turns this off):
+/// explicit freshness and a `Content-Location` naming the target URI
+/// ([`storable::post_reusable_for_get`]), then the judgement of any response (with a policy,
+/// its `vcl_backend_response`), under the key a GET of the URI is stored under (the policy's
+/// `vcl_hash`). The response first invalidates what is stored for the URI, as any response to
+/// an unsafe method (RFC 9111 §4.4), and then becomes the stored response. Not for requests
+/// the builtin would pass for their credentials or cookies (`builtin::Lookups`), which are
+/// never answered from the cache nor fill it. Anything else is relayed as a pass.
 pub(super) async fn post(route: Route<'_>, request: &Parts, body: OutgoingBody) -> Response<ProxyBody> {
     let Route { shared, version, .. } = route;
-    let credentials =
-        request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key(header::COOKIE);
-    if !shared.store_post_responses || version.policy.is_some() || credentials {
+    if !shared.store_post_responses || shared.lookups.passes(&request.headers) {
         return relay::pass(route, request, body).await;
     }
     h2_accounting::origin_fetch_started();
     let mut bereq = bereq::pass(request, route.client.ip(), body);
     let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
-    let request_time = shared.cache.clock.now();
-    let response = match attempts.send(&mut backend, bereq).await {
-        Ok(response) => response,
-        Err(failed) => return failure(failed, shared.show_backend_errors),
-    };
-    invalidate::after(route, request, &response);
-    let reusable = invalidate::effective_uri(request).is_some_and(|(_, target)| {
-        let directives = ResponseDirectives::from_headers(response.headers(), shared.targeted());
-        storable::post_reusable_for_get(&target, response.headers(), &directives)
-    });
-    if !reusable {
-        return relay(response, false, shared.targeted_to_strip());
-    }
-    let key = builtin::vcl_hash(request);
-    let mut task = FetchTask::new(route, request.clone(), key, None, None);
-    // A POST response that may not be stored says nothing about the GETs of the URL.
-    task.fill.keep_hit_for_pass_mark();
-    task.backend = backend;
-    // The client gets the origin's answer to its POST, not one its conditionals select.
-    let (mut unconditional, _) = Request::new(()).into_parts();
-    unconditional.method = Method::POST;
-    match task.settle(response, request_time, &mut attempts).await {
-        Settled::Done(delivery) => answer(shared, delivery, None, &unconditional).0,
-        Settled::Filling(delivery, filling) => {
-            tokio::spawn(task.fill_from(filling));
-            answer(shared, delivery, None, &unconditional).0
+    loop {
+        let request_time = shared.cache.clock.now();
+        let response = match attempts.send(&mut backend, bereq).await {
+            Ok(response) => response,
+            Err(failed) => return failure(failed, shared.show_backend_errors),
+        };
+        invalidate::after(route, request, &response);
+        let key = invalidate::effective_uri(request)
+            .filter(|(_, target)| {
+                let directives = ResponseDirectives::from_headers(response.headers(), shared.targeted());
+                storable::post_reusable_for_get(target, response.headers(), &directives)
+            })
+            .map(|(host, _)| {
+                let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
+                invalidate::stored_under(route, request, host, target)
+            });
+        let Some(key) = key else {
+            match relay::passed(route, request, &mut attempts, &mut backend, response).await {
+                relay::Passed::Relay(response) => return response,
+                relay::Passed::Retry(next) => {
+                    bereq = next;
+                    continue;
+                }
+            }
+        };
+        let mut task = FetchTask::new(route, request.clone(), key, None, None);
+        // A POST response that may not be stored says nothing about the GETs of the URL.
+        task.fill.keep_hit_for_pass_mark();
+        task.backend = backend;
+        // The client gets the origin's answer to its POST, not one its conditionals select.
+        let (mut unconditional, _) = Request::new(()).into_parts();
+        unconditional.method = Method::POST;
+        match task.settle(response, request_time, &mut attempts).await {
+            Settled::Done(delivery) => return answer(shared, delivery, None, &unconditional).0,
+            Settled::Filling(delivery, filling) => {
+                tokio::spawn(task.fill_from(filling));
+                return answer(shared, delivery, None, &unconditional).0;
+            }
+            // A POST with a body is not sent twice: `retry` refuses it.
+            Settled::Retry => match attempts.retry(&mut task.backend) {
+                Ok(next) => {
+                    bereq = next;
+                    backend = task.backend;
+                }
+                Err(failed) => return failure(failed, shared.show_backend_errors),
+            },
         }
-        // Only `vcl_backend_response` retries, and this runs without a policy.
-        Settled::Retry => synth::plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "a POST response to be stored asked for a retry",
-        ),
     }
 }
 
@@ -880,10 +894,13 @@ impl FetchTask {
         *fields = std::mem::take(&mut beresp.headers);
         *status = beresp.status;
         if let Some(ttl) = pass_for {
-            self.shared
-                .cache
-                .coalescer
-                .mark_pass_only(self.fill.key().clone(), ttl);
+            // A POST's response says nothing about the GETs of its URL (see `post`).
+            if self.request.method != Method::POST {
+                self.shared
+                    .cache
+                    .coalescer
+                    .mark_pass_only(self.fill.key().clone(), ttl);
+            }
             return Err(NotStored::Because("return (pass) in vcl_backend_response"));
         }
         decision.ok_or(NotStored::Because("beresp.uncacheable set by the policy"))

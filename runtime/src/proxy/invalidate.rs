@@ -39,7 +39,7 @@ pub(super) fn after<B>(route: Route<'_>, request: &Parts, response: &Response<B>
 /// it (run on a copy of `request` with that URL and `Host`, as a lookup would), or the
 /// builtin key (host and target) without one. So invalidation finds what a policy such as
 /// `examples/default.vcl`, whose `vcl_hash` hashes the URL before the host, stored.
-fn stored_under(route: Route<'_>, request: &Parts, host: &str, target: &str) -> CacheKey {
+pub(super) fn stored_under(route: Route<'_>, request: &Parts, host: &str, target: &str) -> CacheKey {
     let program = route
         .version
         .policy

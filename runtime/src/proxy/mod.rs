@@ -112,6 +112,9 @@ pub(crate) struct Shared {
     pub show_backend_errors: bool,
     /// `store_post_responses`: POST responses may be stored for later GETs (RFC 9110 §9.3.3).
     pub store_post_responses: bool,
+    /// `--lookup-with-authorization`, `--lookup-with-cookie`: what the builtin `vcl_recv`
+    /// looks up despite credentials or cookies.
+    pub lookups: builtin::Lookups,
     /// Request traces for `GET /log` (`edgecache log`), built only while someone listens.
     pub traces: Arc<crate::trace::Hub>,
 }
@@ -154,6 +157,7 @@ impl Shared {
             keep_surrogate_key_headers: config.keep_surrogate_key_headers,
             show_backend_errors: config.show_backend_errors,
             store_post_responses: config.store_post_responses,
+            lookups: builtin::Lookups::from_config(config),
             traces: Arc::default(),
         }
     }

@@ -4,14 +4,14 @@
 
 use http::header::HeaderName;
 use http::request::Parts;
-use http::{Method, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use policy_lang::{Action, Sub};
 
 use super::attempts::{failure, Attempts};
 use super::route::Route;
 use super::vcl::BackendSession;
 use super::{bereq, h2_accounting, headers, invalidate, synth};
-use crate::backend::{OutgoingBody, TimedBody};
+use crate::backend::{Backend, OutgoingBody, TimedBody};
 use crate::cache::body::ProxyBody;
 
 /// An origin response relayed as it is, minus hop-by-hop fields, plus `Via`.
@@ -38,80 +38,97 @@ pub(super) fn relay(
 
 /// Forwards the request, body included, and relays the response; nothing is stored.
 pub(super) async fn pass(route: Route<'_>, parts: &Parts, body: OutgoingBody) -> Response<ProxyBody> {
-    let Route {
-        shared,
-        version,
-        client,
-        ..
-    } = route;
     h2_accounting::origin_fetch_started();
-    let mut bereq = bereq::pass(parts, client.ip(), body);
-    let (mut attempts, mut backend) = Attempts::start(version, route.hint, route.backend, &mut bereq, true);
+    let mut bereq = bereq::pass(parts, route.client.ip(), body);
+    let (mut attempts, mut backend) =
+        Attempts::start(route.version, route.hint, route.backend, &mut bereq, true);
     loop {
         let response = match attempts.send(&mut backend, bereq).await {
             Ok(response) => response,
-            Err(failed) => return failure(failed, shared.show_backend_errors),
+            Err(failed) => return failure(failed, route.shared.show_backend_errors),
         };
         invalidate::after(route, parts, &response);
-        let (mut head, body) = response.into_parts();
-        let mut body_plugins = None;
-        if version.policy.is_some() && version.policy_defining(Sub::BackendResponse).is_none() {
-            let traced = super::trace::of(parts);
-            super::trace::builtin(
-                traced,
-                super::trace::Side::Backend,
-                Sub::BackendResponse,
-                &Action::Deliver,
-            );
+        match passed(route, parts, &mut attempts, &mut backend, response).await {
+            Passed::Relay(response) => return response,
+            Passed::Retry(next) => bereq = next,
         }
-        if let Some(program) = version.policy_defining(Sub::BackendResponse) {
-            let mut request = parts.clone();
-            attempts.lend_as_built(&mut request);
-            let mut session = BackendSession::new(&mut request, backend.name(), true, &mut attempts.task);
-            session.version = Some(version);
-            session.retries = attempts.retries;
-            session.beresp = Some(&mut head);
-            let action = super::trace::call(program, Sub::BackendResponse, &mut session);
-            if session.rolled_back || action == Action::Retry {
-                let rolled_back = session.rolled_back;
-                drop(session);
-                if rolled_back {
-                    if let Err(failed) = attempts.after_rollback(&backend, action == Action::Retry) {
-                        return failure(failed, shared.show_backend_errors);
-                    }
-                }
-                // The response is dropped unread: its connection closes.
-                match attempts.retry(&mut backend) {
-                    Ok(next) => {
-                        bereq = next;
-                        continue;
-                    }
-                    Err(failed) => return failure(failed, shared.show_backend_errors),
-                }
-            }
-            if let Some(replaced) = replacement(action, &mut session) {
-                return replaced;
-            }
-            body_plugins = session.plugins.backend_body(session.bereq);
-            if session.do_esi {
-                let url = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-                super::esi::assemble_when_delivered(&mut head.extensions, url);
-            }
-        }
-        let relayed = relay(
-            Response::from_parts(head, body),
-            parts.method == Method::HEAD,
-            shared.targeted_to_strip(),
-        );
-        return match body_plugins {
-            // What they leave of the body is what the client gets.
-            Some(plugins) => plugins
-                .rewrite(version, relayed)
-                .await
-                .unwrap_or_else(|replaced| replaced),
-            None => relayed,
-        };
     }
+}
+
+/// What a pass makes of the origin's response (see [`passed`]).
+pub(super) enum Passed {
+    /// The client's response.
+    Relay(Response<ProxyBody>),
+    /// `vcl_backend_response` asked for the request to be sent again: this one.
+    Retry(Request<OutgoingBody>),
+}
+
+/// The origin's `response` to a pass of `parts` (sent by `attempts` to `backend`), through the
+/// policy's `vcl_backend_response` when it has one (`bereq.uncacheable`: the builtin delivers
+/// it as it is), relayed (with the body its plugins that read bodies leave); or the request to
+/// send again when the policy retries.
+pub(super) async fn passed(
+    route: Route<'_>,
+    parts: &Parts,
+    attempts: &mut Attempts<'_>,
+    backend: &mut Backend,
+    response: Response<TimedBody>,
+) -> Passed {
+    let Route { shared, version, .. } = route;
+    let (mut head, body) = response.into_parts();
+    let mut body_plugins = None;
+    if version.policy.is_some() && version.policy_defining(Sub::BackendResponse).is_none() {
+        let traced = super::trace::of(parts);
+        super::trace::builtin(
+            traced,
+            super::trace::Side::Backend,
+            Sub::BackendResponse,
+            &Action::Deliver,
+        );
+    }
+    if let Some(program) = version.policy_defining(Sub::BackendResponse) {
+        let mut request = parts.clone();
+        attempts.lend_as_built(&mut request);
+        let mut session = BackendSession::new(&mut request, backend.name(), true, &mut attempts.task);
+        session.version = Some(version);
+        session.retries = attempts.retries;
+        session.beresp = Some(&mut head);
+        let action = super::trace::call(program, Sub::BackendResponse, &mut session);
+        if session.rolled_back || action == Action::Retry {
+            let rolled_back = session.rolled_back;
+            drop(session);
+            if rolled_back {
+                if let Err(failed) = attempts.after_rollback(backend, action == Action::Retry) {
+                    return Passed::Relay(failure(failed, shared.show_backend_errors));
+                }
+            }
+            // The response is dropped unread: its connection closes.
+            return match attempts.retry(backend) {
+                Ok(next) => Passed::Retry(next),
+                Err(failed) => Passed::Relay(failure(failed, shared.show_backend_errors)),
+            };
+        }
+        if let Some(replaced) = replacement(action, &mut session) {
+            return Passed::Relay(replaced);
+        }
+        body_plugins = session.plugins.backend_body(session.bereq);
+        if session.do_esi {
+            let url = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+            super::esi::assemble_when_delivered(&mut head.extensions, url);
+        }
+    }
+    let relayed = relay(
+        Response::from_parts(head, body),
+        parts.method == Method::HEAD,
+        shared.targeted_to_strip(),
+    );
+    Passed::Relay(match body_plugins {
+        Some(plugins) => plugins
+            .rewrite(version, relayed)
+            .await
+            .unwrap_or_else(|replaced| replaced),
+        None => relayed,
+    })
 }
 
 /// What the client gets instead of the origin's response when `vcl_backend_response` ends with

@@ -312,6 +312,12 @@ pub(super) struct ClientSession {
     /// sub being run (see `trace::call`).
     pub trace: Option<Trace>,
     pub returned: Option<Span>,
+    /// `--lookup-with-authorization`, `--lookup-with-cookie`, for the builtin `vcl_recv`.
+    pub lookups: super::builtin::Lookups,
+    /// The builtin `vcl_recv`'s own `return` decided this pass through `vcl_recv` (rather
+    /// than the policy's code): its pass of a `POST` may store the response for `GET`s, as
+    /// without a policy.
+    pub recv_by_builtin: bool,
 }
 
 impl ClientSession {
@@ -360,7 +366,17 @@ impl ClientSession {
             key: None,
             trace: req_trace,
             returned: None,
+            lookups: super::builtin::Lookups::default(),
+            recv_by_builtin: false,
         }
+    }
+
+    /// Varnish's builtin `vcl_recv`, natively (`builtin::vcl_recv`), noting whether its own
+    /// `return` decided the request.
+    pub fn builtin_vcl_recv(&mut self) -> policy_lang::Action {
+        let action = super::builtin::vcl_recv(&mut self.req, self.lookups);
+        self.recv_by_builtin = action != policy_lang::Action::Lookup;
+        action
     }
 
     /// The response `vcl_deliver` or `vcl_synth` is about to run over.
@@ -728,7 +744,7 @@ impl Context for ClientSession {
     }
 
     fn builtin_recv(&mut self) -> Option<Option<policy_lang::Action>> {
-        let action = super::builtin::vcl_recv(&mut self.req);
+        let action = self.builtin_vcl_recv();
         Some((action != policy_lang::Action::Lookup).then_some(action))
     }
 
@@ -867,7 +883,7 @@ impl Context for BackendSession<'_> {
 
     fn builtin_backend_response(&mut self) -> Option<Option<policy_lang::Action>> {
         let rules = self.store_rules.as_ref()?;
-        let beresp = self.beresp.as_deref_mut()?;
+        let beresp = self.beresp.as_deref()?;
         let verdict = super::beresp::vcl_backend_response(
             beresp,
             &self.bereq.headers,
