@@ -9,9 +9,8 @@ use std::process::Command;
 
 use std::time::{Duration, Instant};
 
-use edgecache_runtime::Running;
 use http::StatusCode;
-use support::plugins::{built, wasm, wat};
+use support::plugins::{built, start_with_generous_deadline, wasm, wat};
 use support::{get, start_with_policy, Origin, OriginReply};
 
 /// `public`: a shared cache may store it even for a request with `Authorization` (RFC 9111
@@ -649,17 +648,6 @@ async fn a_request_paused_past_the_pause_timeout_fails_as_on_error_says() {
 }
 
 // === bodies ===
-
-/// The CPU deadline is wall-clock, on a machine shared with parallel tests (and body callbacks
-/// do work in proportion to the body): tests not about the deadline get 100 ms, not 5 ms.
-async fn start_with_generous_deadline(policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = support::write_policy("plugins-generous", policy);
-    support::start_proxy(origin.addr, |config| {
-        config.policy = Some(path);
-        config.plugin_limits.deadline = Duration::from_millis(100);
-    })
-    .await
-}
 
 fn body_policy(max_body: &str) -> String {
     format!(

@@ -4,12 +4,10 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use edgecache_runtime::Running;
 use http::StatusCode;
-use support::plugins::{wasm, wat};
+use support::plugins::{start_with_generous_deadline, wasm, wat};
 use support::{get, Origin, OriginReply};
 
 /// `body_rewrite.wasm` (`origin` → `edge`) in `vcl_backend_response`, with `max_body`;
@@ -26,17 +24,6 @@ sub vcl_backend_response {{
 "#,
         wasm("body_rewrite.wasm")
     )
-}
-
-/// Body callbacks do work in proportion to the body, on a machine shared with parallel
-/// tests: 100 ms of CPU deadline rather than the default 5 ms.
-async fn start(policy: &str, origin: &Origin) -> (Running, SocketAddr) {
-    let path = support::write_policy("plugins-backend-body", policy);
-    support::start_proxy(origin.addr, |config| {
-        config.policy = Some(path);
-        config.plugin_limits.deadline = Duration::from_millis(100);
-    })
-    .await
 }
 
 const LINE: &str = "from the origin server\n"; // 23 bytes, `origin` once
@@ -61,7 +48,7 @@ fn text_origin_reply() -> (OriginReply, usize) {
 async fn a_body_plugin_in_vcl_backend_response_rewrites_the_stored_copy_every_hit_serves() {
     let (reply, lines) = text_origin_reply();
     let origin = Origin::fixed(reply).await;
-    let (proxy, addr) = start(&policy("1MB"), &origin).await;
+    let (proxy, addr) = start_with_generous_deadline(&policy("1MB"), &origin).await;
     let expected = "from the edge server\n".repeat(lines);
     let length = expected.len().to_string();
 
@@ -94,7 +81,7 @@ async fn a_10_mb_body_past_a_1_mb_max_body_in_vcl_backend_response_fails_the_fet
             .cache_control("max-age=600"),
     )
     .await;
-    let (proxy, addr) = start(&policy("1MB"), &origin).await;
+    let (proxy, addr) = start_with_generous_deadline(&policy("1MB"), &origin).await;
     for attempt in 1..=2 {
         let reply = get(addr, "/huge.txt", &[]).await;
         assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "attempt {attempt}");
@@ -118,7 +105,7 @@ async fn passes_and_uncacheable_responses_get_the_body_vcl_backend_response_plug
             .cache_control("max-age=600"),
     )
     .await;
-    let (proxy, addr) = start(&policy("1MB"), &origin).await;
+    let (proxy, addr) = start_with_generous_deadline(&policy("1MB"), &origin).await;
     for target in ["/pass/a", "/uncacheable/a"] {
         for _ in 0..2 {
             let reply = get(addr, target, &[]).await;
@@ -149,7 +136,7 @@ sub vcl_backend_response {{ plugin.response(hold); }}
 "#,
         wat("hold_body.wat")
     );
-    let (proxy, addr) = start(&policy, &origin).await;
+    let (proxy, addr) = start_with_generous_deadline(&policy, &origin).await;
     let miss = get(addr, "/held", &[]).await;
     assert_eq!(miss.status, StatusCode::OK, "{}", miss.text());
     assert_eq!(miss.header("x-resumed"), Some("tick"), "resumed by the tick");

@@ -1,9 +1,15 @@
 //! The example plugins of `examples/plugins/`, built by its `build.sh` once per test binary,
 //! and paths to them and to the WAT sandbox plugins.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use edgecache_runtime::Running;
+
+use super::Origin;
 
 pub fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins")
@@ -42,4 +48,16 @@ pub fn wat(name: &str) -> String {
 
 pub fn wasm(name: &str) -> String {
     dist().join(name).display().to_string()
+}
+
+/// The proxy in front of `origin` with `policy`. The CPU deadline is wall-clock, on a machine
+/// shared with parallel tests (and body callbacks do work in proportion to the body): tests
+/// not about the deadline get 100 ms, not 5 ms.
+pub async fn start_with_generous_deadline(policy: &str, origin: &Origin) -> (Running, SocketAddr) {
+    let path = super::write_policy("plugins-generous", policy);
+    super::start_proxy(origin.addr, |config| {
+        config.policy = Some(path);
+        config.plugin_limits.deadline = Duration::from_millis(100);
+    })
+    .await
 }
