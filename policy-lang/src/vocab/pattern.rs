@@ -43,6 +43,9 @@ pub(crate) enum Starts {
     AtByte(Vec<u8>),
 }
 
+/// Subjects shorter than this are scanned byte by byte.
+const SHORT_SUBJECT: usize = 32;
+
 /// How many literal prefixes of a `^` pattern are worth comparing one by one.
 const MAX_ANCHORED_PREFIXES: usize = 8;
 
@@ -89,6 +92,10 @@ impl Starts {
             Starts::AtStartWith(prefixes) => prefixes.iter().any(|p| s.starts_with(p.as_str())),
             Starts::AtByte(bytes) => {
                 let hay = s.as_bytes();
+                // memchr's vector search costs more to set up than a short URL takes to scan.
+                if hay.len() < SHORT_SUBJECT {
+                    return hay.iter().any(|b| bytes.contains(b));
+                }
                 match bytes.as_slice() {
                     [a] => memchr::memchr(*a, hay).is_some(),
                     [a, b] => memchr::memchr2(*a, *b, hay).is_some(),

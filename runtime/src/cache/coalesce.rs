@@ -16,6 +16,7 @@
 //!   stored for it, until the mark expires or the key is purged.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -59,6 +60,9 @@ pub struct Coalescer {
     hit_for_pass: moka::sync::Cache<CacheKey, SystemTime>,
     /// Pass-only keys, each with its own lifetime.
     pass_only: moka::sync::Cache<CacheKey, PassOnly>,
+    /// Whether any pass-only mark was ever made: until one is, a lookup need not hash its key
+    /// into `pass_only` (most policies never `return (pass(...))` from `vcl_backend_response`).
+    any_pass_only: Arc<AtomicBool>,
     hit_for_pass_ttl: Duration,
     /// What decides that a mark ended; moka's own expiry (in real time, never sooner) only
     /// frees the memory.
@@ -106,6 +110,7 @@ impl Coalescer {
             in_flight: Arc::default(),
             hit_for_pass,
             pass_only,
+            any_pass_only: Arc::default(),
             hit_for_pass_ttl,
             clock,
         }
@@ -152,14 +157,17 @@ impl Coalescer {
         if !ttl.is_zero() {
             let until = self.clock.now() + ttl;
             self.pass_only.insert(key, PassOnly { ttl, until });
+            self.any_pass_only.store(true, Ordering::Relaxed);
         }
     }
 
     /// Whether `key` is pass-only (the policy's hit-for-pass).
     pub fn is_pass_only(&self, key: &CacheKey) -> bool {
-        self.pass_only
-            .get(key)
-            .is_some_and(|mark| mark.until > self.clock.now())
+        self.any_pass_only.load(Ordering::Relaxed)
+            && self
+                .pass_only
+                .get(key)
+                .is_some_and(|mark| mark.until > self.clock.now())
     }
 }
 

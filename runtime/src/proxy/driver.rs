@@ -503,12 +503,12 @@ impl PolicyHooks for Builtin {
 }
 
 /// Runs the user's `vcl_hit` / `vcl_miss`; `deliver` and `fetch` go on.
-struct VclHooks<'a> {
+struct VclHooks<'a, 's> {
     program: &'a Program,
-    session: &'a mut ClientSession,
+    session: &'a mut ClientSession<'s>,
 }
 
-impl PolicyHooks for VclHooks<'_> {
+impl PolicyHooks for VclHooks<'_, '_> {
     fn hit(&mut self, object: &Arc<CachedObject>) -> Option<Action> {
         if !self.program.has_sub(Sub::Hit) {
             trace::builtin(
@@ -709,13 +709,7 @@ async fn vcl_steps(
     }
     // On the heap: the session lives across every await below, and a future that holds it
     // inline is that much larger to box per request.
-    let mut session = Box::new(ClientSession::new(
-        parts,
-        client,
-        version,
-        xid,
-        shared.cache.clone(),
-    ));
+    let mut session = Box::new(ClientSession::new(parts, client, version, xid, &shared.cache));
     session.esi = esi;
     session.lookups = shared.lookups;
     loop {
@@ -801,9 +795,9 @@ async fn vcl_steps(
                 Action::Pipe => {
                     let mut bereq = bereq::pipe(&session.req, client.ip());
                     if program.has_sub(Sub::Pipe) {
-                        session.bereq = Some(bereq);
+                        session.bereq = Some(Box::new(bereq));
                         let decided = trace::call(program, Sub::Pipe, &mut *session);
-                        bereq = session.bereq.take().expect("set above");
+                        bereq = *session.bereq.take().expect("set above");
                         if decided != Action::Pipe {
                             action = decided;
                             continue;
@@ -1050,7 +1044,7 @@ fn plugin_answered(session: &mut ClientSession, status_header: &http::HeaderName
 /// delivers), applying its header and status edits.
 async fn vcl_deliver(
     program: &Program,
-    session: &mut ClientSession,
+    session: &mut ClientSession<'_>,
     mut response: Response<ProxyBody>,
     state: CacheState,
     status_header: &http::HeaderName,

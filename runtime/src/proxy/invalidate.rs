@@ -55,13 +55,7 @@ pub(super) fn stored_under(route: Route<'_>, request: &Parts, host: &str, target
     lookup.uri = uri;
     lookup.headers.insert(header::HOST, host_value);
     let xid = request.extensions.get::<vcl::Xid>().map_or(0, |xid| xid.0);
-    let mut session = ClientSession::new(
-        lookup,
-        route.client,
-        route.version,
-        xid,
-        route.shared.cache.clone(),
-    );
+    let mut session = ClientSession::new(lookup, route.client, route.version, xid, &route.shared.cache);
     program.run(Sub::Hash, &mut session);
     CacheKey::from_hash_data(&session.hash)
 }

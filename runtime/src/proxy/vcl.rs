@@ -21,7 +21,6 @@ use super::plugins::PluginCalls;
 use super::trace::{self, Side, Trace, Traced};
 use super::{ClientTls, Proxied};
 use crate::backend::ConnectionAddresses;
-use crate::cache::clock::Clock;
 use crate::cache::object::CachedObject;
 use crate::cache::SharedCache;
 
@@ -264,7 +263,7 @@ pub(super) struct ClientResponse {
 }
 
 /// Client-side state: the request as the policy has shaped it so far.
-pub(super) struct ClientSession {
+pub(super) struct ClientSession<'a> {
     pub req: Parts,
     pub client: SocketAddr,
     pub restarts: u32,
@@ -283,8 +282,9 @@ pub(super) struct ClientSession {
     pub synthetic: Option<String>,
     pub bans: Vec<BanExpr>,
     pub plugins: PluginCalls,
-    /// The request a pipe opens with, in `vcl_pipe`.
-    pub bereq: Option<Parts>,
+    /// The request a pipe opens with, in `vcl_pipe`. This and `resp_as_set_up` are boxed: a
+    /// hit needs neither, and the session is built and dropped on every request.
+    pub bereq: Option<Box<Parts>>,
     /// Where an ESI include stands (`req.esi_level`, `req_top.*`); `None`: the client's own
     /// request.
     pub esi: Option<EsiLevel>,
@@ -296,16 +296,16 @@ pub(super) struct ClientSession {
     pub do_esi: bool,
     /// `resp` as `vcl_deliver` or `vcl_synth` began with it, which `std.rollback(req)` puts
     /// back (Varnish sets the response up again); kept only for a policy that rolls back.
-    resp_as_set_up: Option<ClientResponse>,
+    resp_as_set_up: Option<Box<ClientResponse>>,
     /// For `std.healthy(...)`: the version's backends.
     version: Arc<crate::version::Version>,
     /// What `cookie.*` and `var.*` keep from `vcl_recv` to `vcl_deliver` / `vcl_synth` (the
     /// client task, restarts included, as in Varnish).
     task: Task,
-    /// `now`, `obj.age` and `obj.ttl`: the cache's time.
-    clock: Clock,
-    /// For `xkey.purge` / `xkey.softpurge`, which act on the cache at once.
-    cache: SharedCache,
+    /// For `xkey.purge` / `xkey.softpurge`, which act on the cache at once, and its clock (`now`,
+    /// `obj.age`, `obj.ttl`). Borrowed: cloning the handle's many `Arc`s cost a hit more than
+    /// the rest of the session's setup.
+    cache: &'a SharedCache,
     /// The request's cache key, in `vcl_hit` and `vcl_miss`, for `purge.hard()` / `purge.soft()`.
     pub key: Option<crate::cache::key::CacheKey>,
     /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
@@ -320,7 +320,7 @@ pub(super) struct ClientSession {
     pub recv_by_builtin: bool,
 }
 
-impl ClientSession {
+impl<'a> ClientSession<'a> {
     /// `xid`: the request's id, which its access-log line shows too; `cache`: the cache whose
     /// clock the policy reads and which `xkey.*` purges.
     pub fn new(
@@ -328,8 +328,8 @@ impl ClientSession {
         client: SocketAddr,
         version: &Arc<crate::version::Version>,
         xid: i64,
-        cache: SharedCache,
-    ) -> ClientSession {
+        cache: &'a SharedCache,
+    ) -> ClientSession<'a> {
         let backend_hint = version
             .policy
             .as_ref()
@@ -361,7 +361,6 @@ impl ClientSession {
             resp_as_set_up: None,
             version: version.clone(),
             task: Task::default(),
-            clock: cache.clock.clone(),
             cache,
             key: None,
             trace: req_trace,
@@ -382,12 +381,12 @@ impl ClientSession {
     /// The response `vcl_deliver` or `vcl_synth` is about to run over.
     pub fn begin_response(&mut self, resp: ClientResponse) {
         let rolls_back = self.version.policy.as_ref().is_some_and(|p| p.rolls_back());
-        self.resp_as_set_up = rolls_back.then(|| resp.clone());
+        self.resp_as_set_up = rolls_back.then(|| Box::new(resp.clone()));
         self.resp = Some(resp);
     }
 }
 
-impl ClientSession {
+impl ClientSession<'_> {
     /// The user's `vcl_recv` or `vcl_deliver`, waiting out plugin pauses: a plugin that
     /// pauses the request or the response ends the sub; once the plugin resumes it, the sub
     /// runs again from the request, response (and backend hint, and vmod state) as they were
@@ -443,7 +442,7 @@ impl ClientSession {
     }
 }
 
-impl ClientSession {
+impl ClientSession<'_> {
     /// The fields a client-side sub reads as `scope` (`obj` only in `vcl_hit`, `resp` in
     /// `vcl_deliver` / `vcl_synth`, `bereq` in `vcl_pipe`).
     fn headers(&self, scope: Scope) -> Option<&HeaderMap> {
@@ -507,7 +506,7 @@ fn connection_socket(extensions: &http::Extensions, var: Var) -> Option<SocketAd
     }
 }
 
-impl Traced for ClientSession {
+impl Traced for ClientSession<'_> {
     const SIDE: Side = Side::Client;
     fn trace(&self) -> Option<&Trace> {
         self.trace.as_ref()
@@ -527,7 +526,7 @@ impl Traced for BackendSession<'_> {
     }
 }
 
-impl Context for ClientSession {
+impl Context for ClientSession<'_> {
     fn returned(&mut self, at: Span) {
         self.returned = Some(at);
     }
@@ -573,11 +572,11 @@ impl Context for ClientSession {
                 .as_ref()
                 .map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
             Var::ObjTtl => self.obj.as_ref().map_or(Value::Unset, |o| {
-                let age = o.head.age_at(self.clock.now());
+                let age = o.head.age_at(self.cache.clock.now());
                 Value::Duration(o.ttl().as_secs_f64() - age.as_secs_f64())
             }),
             Var::ObjAge => self.obj.as_ref().map_or(Value::Unset, |o| {
-                Value::Duration(o.head.age_at(self.clock.now()).as_secs_f64())
+                Value::Duration(o.head.age_at(self.cache.clock.now()).as_secs_f64())
             }),
             Var::RespStatus => self
                 .resp
@@ -587,7 +586,8 @@ impl Context for ClientSession {
                 Value::str(r.reason.as_deref().or(r.status.canonical_reason()).unwrap_or(""))
             }),
             Var::Now => Value::Time(
-                self.clock
+                self.cache
+                    .clock
                     .now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64()),
@@ -726,7 +726,7 @@ impl Context for ClientSession {
             received.restore(&mut self.req);
         }
         if self.resp.is_some() {
-            self.resp.clone_from(&self.resp_as_set_up);
+            self.resp = self.resp_as_set_up.as_deref().cloned();
         }
     }
 
