@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use edgecache_runtime::config::{
     health_path_setting, parse_certificate_pair, parse_cidr_list, parse_duration,
     parse_finish_abandoned_fills, parse_listen, parse_log_format, parse_size, parse_storage, CacheAdmission,
-    CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat,
+    CertificateFiles, FileConfig, InvalidateOnUnsafe, ListenSpec, LogFormat, WorkerModel,
 };
 use edgecache_runtime::{Config, ConfigError};
 use policy_lang::PolicyFormat;
@@ -246,6 +246,11 @@ struct ServeArgs {
     /// Worker threads. Default: one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// How the threads share the listeners: shared (one multi-threaded runtime, work
+    /// stealing) or reuseport (each thread its own single-threaded runtime and SO_REUSEPORT
+    /// socket per listener, as nginx and HAProxy workers). Default shared.
+    #[arg(long, value_name = "shared|reuseport")]
+    worker_model: Option<WorkerModel>,
     /// Settings file (TOML); flags given on the command line win.
     #[arg(long = "config", value_name = "FILE.toml")]
     config: Option<PathBuf>,
@@ -563,6 +568,7 @@ impl ServeArgs {
         set(&mut config.cache_admission, self.cache_admission);
         set(&mut config.finish_abandoned_fills, self.finish_abandoned_fills);
         set(&mut config.threads, self.threads.map(|n| Some(usize::from(n))));
+        set(&mut config.worker_model, self.worker_model);
         set(&mut config.timeouts.connect, self.connect_timeout);
         set(&mut config.timeouts.first_byte, self.first_byte_timeout);
         set(&mut config.timeouts.between_bytes, self.between_bytes_timeout);
@@ -1255,7 +1261,7 @@ mod tests {
     fn every_serve_flag_parses_into_a_config() {
         let flags = "edgecache -a :6081 -a 127.0.0.1:8080,PROXY -b 127.0.0.1:9000 -f examples/default.vcl --policy-format vcl \
              --config examples/edgecache.toml -s 64m -t 120 --max-object-size 1m --cache-admission tinylfu \
-             --finish-abandoned-fills 512k --threads 2 \
+             --finish-abandoned-fills 512k --threads 2 --worker-model reuseport \
              --connect-timeout 1s --first-byte-timeout 5s --between-bytes-timeout 5s \
              --header-timeout 2s --idle-timeout 3s --body-timeout 4s --max-connections 100 \
              --send-timeout 5m --idle-send-timeout 30s --pipe-timeout 90s --max-pipes 7 \
@@ -1284,6 +1290,7 @@ mod tests {
         assert_eq!(config.purge_allow.len(), 2);
         assert_eq!(config.invalidate_on_unsafe, InvalidateOnUnsafe::Off);
         assert_eq!(config.cache_admission, CacheAdmission::TinyLfu);
+        assert_eq!(config.worker_model, WorkerModel::ReusePort);
         assert_eq!(config.policy_format, Some(PolicyFormat::Vcl));
         assert_eq!(config.finish_abandoned_fills, 512 * 1024);
         assert_eq!(config.admin_listen, None);

@@ -198,13 +198,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         )),
         false => None,
     };
-    let listeners = server::bind(&config.listen)
+    let listeners = server::Listeners::bind(&config)
         .await
         .map_err(|(address, source)| StartError::Bind { address, source })?;
-    let listen_addrs = listeners
-        .iter()
-        .map(|(listener, _)| listener.local_addr().expect("a bound listener has an address"))
-        .collect();
+    let listen_addrs = listeners.local_addrs();
     let started = std::time::Instant::now();
     // Request durations for /metrics; the proxy records into it.
     let latency = telemetry::RequestLatency::default();
@@ -279,7 +276,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     };
     let options = server::Options::new(&config, tls.clone());
     let health = options.health.clone();
-    let done = tokio::spawn(server::serve(listeners, shared.clone(), stopped, options));
+    let done = listeners
+        .serve(shared.clone(), stopped, options)
+        .await
+        .map_err(StartError::Runtime)?;
     Ok(Running {
         listen_addrs,
         shared,
@@ -294,10 +294,16 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     })
 }
 
-/// Runs edgecache until SIGINT or SIGTERM, on a runtime with `config.threads` workers.
-/// `on_started` sees the bound addresses.
+/// Runs edgecache until SIGINT or SIGTERM, on a runtime with `config.threads` workers (with
+/// `--worker-model reuseport`, on the worker threads `start` spawns, this thread's runtime
+/// keeping the signals, the admin API and the background tasks). `on_started` sees the bound
+/// addresses.
 pub fn run(config: Config, on_started: impl FnOnce(&[SocketAddr])) -> Result<(), StartError> {
-    build_runtime(config.threads)?.block_on(serve_until_signal(config, on_started))
+    let threads = match config.worker_model {
+        config::WorkerModel::Shared => config.threads,
+        config::WorkerModel::ReusePort => Some(1),
+    };
+    build_runtime(threads)?.block_on(serve_until_signal(config, on_started))
 }
 
 /// `edgecache demo`: the demo origin on an ephemeral loopback port and the proxy on `listen`
@@ -334,9 +340,7 @@ fn build_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, Star
         }
         None => tokio::runtime::Builder::new_multi_thread(),
     };
-    // Policies are checked and compiled by recursive passes: a reload (on a blocking thread)
-    // gets the main thread's stack, so what loads at start loads on reload too.
-    builder.thread_stack_size(8 << 20);
+    builder.thread_stack_size(server::THREAD_STACK_SIZE);
     builder.enable_all().build().map_err(StartError::Runtime)
 }
 

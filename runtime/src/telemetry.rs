@@ -43,6 +43,37 @@ pub struct Stats {
     pub slice_fetches: AtomicU64,
     /// The URLs most often missed, for the dashboard.
     pub missed_urls: MissedUrls,
+    /// Client connections each worker accepted.
+    pub worker_connections: WorkerConnections,
+}
+
+/// Client connections accepted, per worker: one worker per `--threads` with
+/// `--worker-model reuseport`, else one (the shared runtime). Shows how the kernel spread
+/// connections over the workers' sockets.
+#[derive(Debug, Default)]
+pub struct WorkerConnections(std::sync::OnceLock<Box<[AtomicU64]>>);
+
+impl WorkerConnections {
+    /// Sizes the table once, when the listeners start; later calls change nothing.
+    pub fn set_workers(&self, workers: usize) {
+        let _ = self.0.set((0..workers).map(|_| AtomicU64::new(0)).collect());
+    }
+
+    pub fn accepted(&self, worker: usize) {
+        if let Some(counter) = self.0.get().and_then(|counters| counters.get(worker)) {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The count of each worker, by worker number.
+    pub fn counts(&self) -> Vec<u64> {
+        self.0.get().map_or_else(Vec::new, |counters| {
+            counters
+                .iter()
+                .map(|counter| counter.load(std::sync::atomic::Ordering::Relaxed))
+                .collect()
+        })
+    }
 }
 
 /// Per-backend counters, kept with the backend so they survive reloads that keep it.

@@ -16,7 +16,8 @@
 //! `plugin_counter_total{plugin,metric}`, `plugin_gauge{plugin,metric}`,
 //! `plugin_histogram_count_total` / `plugin_histogram_sum{plugin,metric}` (what plugins define),
 //! `bans`, `bans_tested_total`, `bans_lurked_total`, `bans_lurker_tested_total`,
-//! `bans_lurker_removed_total`, `reloads_total{outcome}`, `policy_generation`, `uptime_seconds`,
+//! `bans_lurker_removed_total`, `reloads_total{outcome}`, `policy_generation`,
+//! `worker_connections_total{worker}`, `uptime_seconds`,
 //! `request_duration_seconds` (histogram).
 
 use std::sync::atomic::Ordering;
@@ -435,6 +436,15 @@ impl Collector for Counters {
             "edgecache_uptime_seconds",
             "Seconds since edgecache started",
             as_gauge(state.started.elapsed().as_secs()),
+        )?;
+        family(
+            &mut encoder,
+            "edgecache_worker_connections",
+            "Client connections accepted by each worker (one per --threads with --worker-model reuseport)",
+            MetricType::Counter,
+            "worker",
+            (stats.worker_connections.counts().into_iter().enumerate())
+                .map(|(worker, accepted)| (worker.to_string(), ConstCounter::new(accepted))),
         )?;
         Ok(())
     }

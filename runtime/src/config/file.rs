@@ -12,6 +12,7 @@
 //! finish_abandoned_fills = "on"     # a fill whose clients left: "on", "off" or a size still to come
 //! default_ttl = "120s"
 //! threads = 2
+//! worker_model = "shared"           # or "reuseport": one single-threaded runtime and SO_REUSEPORT socket per thread
 //! connect_timeout = "3.5s"
 //! first_byte_timeout = "60s"
 //! between_bytes_timeout = "60s"
@@ -115,6 +116,7 @@ pub struct FileConfig {
     finish_abandoned_fills: Option<Quantity>,
     default_ttl: Option<Quantity>,
     threads: Option<usize>,
+    worker_model: Option<String>,
     connect_timeout: Option<Quantity>,
     first_byte_timeout: Option<Quantity>,
     between_bytes_timeout: Option<Quantity>,
@@ -426,6 +428,11 @@ impl FileConfig {
             }
             config.threads = Some(threads);
         }
+        if let Some(model) = self.worker_model {
+            config.worker_model = model.parse().map_err(|problem| {
+                ConfigError::new("worker_model", problem, "\"shared\" or \"reuseport\"")
+            })?;
+        }
         if let Some(list) = self.purge_allow {
             config.purge_allow = parse_cidr_list(&list.join(",")).map_err(|problem| {
                 ConfigError::new(
@@ -536,6 +543,7 @@ fn place(path: &Path, text: &str, span: Option<std::ops::Range<usize>>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::WorkerModel;
 
     #[test]
     fn a_value_of_the_wrong_type_is_located() {
@@ -549,6 +557,25 @@ mod tests {
         let error = FileConfig::read(&path).err().unwrap().to_string();
         assert!(
             error.contains("edgecache.toml:2:10 (`listen = \"127.0.0.1:8080\"`)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn worker_model_takes_shared_or_reuseport_and_a_typo_names_the_key() {
+        let apply = |text: &str| {
+            let file: FileConfig = toml::from_str(text).unwrap();
+            let mut config = Config::default();
+            (file
+                .apply(&mut config, Path::new("."))
+                .map(|()| config.worker_model))
+            .map_err(|error| error.to_string())
+        };
+        assert_eq!(apply("worker_model = \"reuseport\""), Ok(WorkerModel::ReusePort));
+        assert_eq!(apply("worker_model = \"shared\""), Ok(WorkerModel::Shared));
+        let error = apply("worker_model = \"reuse-port\"").unwrap_err();
+        assert!(
+            error.contains("worker_model") && error.contains("reuseport"),
             "{error}"
         );
     }

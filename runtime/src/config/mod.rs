@@ -143,6 +143,33 @@ impl std::str::FromStr for CacheAdmission {
     }
 }
 
+/// How `--threads` workers share the listeners (`--worker-model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WorkerModel {
+    /// One multi-threaded runtime: every thread takes connections from one listening socket
+    /// per listener and may run any connection's tasks (tokio's work stealing). Default.
+    #[default]
+    Shared,
+    /// nginx's and HAProxy's worker model: each of the `threads` workers is an OS thread with
+    /// a single-threaded runtime and its own `SO_REUSEPORT` socket on every listener, so the
+    /// kernel spreads new connections over the workers and a connection stays on the worker
+    /// that accepted it. The cache, the policy, the backends and the counters are shared;
+    /// the admin API, the watcher, probes and the ban lurker run on the main thread.
+    ReusePort,
+}
+
+impl std::str::FromStr for WorkerModel {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "shared" => Ok(WorkerModel::Shared),
+            "reuseport" => Ok(WorkerModel::ReusePort),
+            other => Err(format!("`{other}` is not shared or reuseport")),
+        }
+    }
+}
+
 /// Parses `--finish-abandoned-fills`: `on` (always finish, as Varnish), `off` (stop at once)
 /// or a size (finish when at most that many bytes are still to come).
 pub fn parse_finish_abandoned_fills(text: &str) -> Result<u64, String> {
@@ -317,6 +344,9 @@ pub struct Config {
     pub default_ttl: Duration,
     /// Worker threads; `None` = one per core.
     pub threads: Option<usize>,
+    /// How the workers share the listeners (`--worker-model`). Default
+    /// [`WorkerModel::Shared`].
+    pub worker_model: WorkerModel,
     /// Origin timeouts.
     pub timeouts: BackendTimeouts,
     /// Client connection timeouts.
@@ -467,6 +497,7 @@ impl Default for Config {
             finish_abandoned_fills: u64::MAX,
             default_ttl: Duration::ZERO,
             threads: None,
+            worker_model: WorkerModel::Shared,
             timeouts: BackendTimeouts::default(),
             client_timeouts: ClientTimeouts::default(),
             max_connections: 10_000,

@@ -13,6 +13,7 @@ mod limits;
 mod proxy_protocol;
 mod timeouts;
 mod tls;
+mod workers;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -30,7 +31,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::ConnectionAddresses;
-use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits};
+use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits, WorkerModel};
 use crate::proxy::{self, ClientTls, ListenerName, Proxied, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
@@ -40,42 +41,102 @@ use limits::{ConnectionCap, Occasional};
 use proxy_protocol::ProxyListener;
 use timeouts::{Activity, Answering, Watched};
 pub(crate) use tls::Terminator;
+pub(crate) use workers::THREAD_STACK_SIZE;
 
-/// What the listeners enforce on client connections, from [`Config`].
+/// What the listeners enforce on client connections, from [`Config`]; every worker gets a
+/// copy, and they share the connection cap and the health state.
+#[derive(Clone)]
 pub(crate) struct Options {
     /// How long shutdown waits for the requests in flight.
     pub grace: Duration,
     pub timeouts: ClientTimeouts,
-    pub max_connections: usize,
     pub request_limits: RequestLimits,
     pub h2_limits: H2Limits,
     /// TLS for the `,tls` listeners; `None` when no listener has it.
     pub tls: Option<Arc<Terminator>>,
     /// The health check's path and state; shutdown turns it to draining.
     pub health: Arc<Health>,
+    /// `--max-connections`, over all listeners and workers.
+    cap: Arc<ConnectionCap>,
 }
 
 impl Options {
     pub(crate) fn new(config: &Config, tls: Option<Arc<Terminator>>) -> Options {
+        let cap = Arc::new(ConnectionCap::new(config.max_connections));
+        cap.check_file_limit();
         Options {
             grace: config.shutdown_grace,
             timeouts: config.client_timeouts,
-            max_connections: config.max_connections,
             request_limits: config.request_limits,
             h2_limits: config.h2_limits,
             tls,
             health: Arc::new(Health::new(config.health_path.clone())),
+            cap,
+        }
+    }
+}
+
+/// The listening sockets, bound as `--worker-model` says.
+pub(crate) enum Listeners {
+    /// One socket per listener, served by the runtime [`Listeners::serve`] runs on.
+    Shared(Vec<Listener>),
+    /// One socket per listener for each worker thread.
+    PerWorker(workers::Sockets),
+}
+
+impl Listeners {
+    /// Binds every address, so a taken port fails at start, not later.
+    pub(crate) async fn bind(config: &Config) -> Result<Listeners, (SocketAddr, std::io::Error)> {
+        match config.worker_model {
+            WorkerModel::Shared => Ok(Listeners::Shared(bind(&config.listen).await?)),
+            WorkerModel::ReusePort => {
+                let count = config.threads.unwrap_or_else(workers::one_per_core);
+                Ok(Listeners::PerWorker(workers::Sockets::bind(
+                    &config.listen,
+                    count,
+                )?))
+            }
+        }
+    }
+
+    /// The bound addresses, in the order of `Config::listen`.
+    pub(crate) fn local_addrs(&self) -> Vec<SocketAddr> {
+        match self {
+            Listeners::Shared(listeners) => listeners
+                .iter()
+                .map(|(listener, _)| listener.local_addr().expect("a bound listener has an address"))
+                .collect(),
+            Listeners::PerWorker(sockets) => sockets.local_addrs(),
+        }
+    }
+
+    /// Starts serving: on the current runtime, or on a thread per worker. The task ends
+    /// once every worker has stopped (see [`serve`]).
+    pub(crate) async fn serve(
+        self,
+        shared: Arc<Shared>,
+        stop: watch::Receiver<bool>,
+        options: Options,
+    ) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        match self {
+            Listeners::Shared(listeners) => {
+                shared.stats.worker_connections.set_workers(1);
+                Ok(tokio::spawn(serve(listeners, shared, stop, options, 0)))
+            }
+            Listeners::PerWorker(sockets) => sockets.serve(shared, stop, options).await,
         }
     }
 }
 
 /// Accepts connections on `listeners` until `stop` flips, then waits up to `grace` for the
-/// requests in flight to finish.
-pub(crate) async fn serve(
+/// requests in flight to finish (on every worker: the connection cap is shared). `worker`
+/// numbers this runtime's accepts in the counters.
+async fn serve(
     listeners: Vec<Listener>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     options: Options,
+    worker: usize,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A client may shut down its sending side once the request is out (`nc -N`, some load
@@ -98,8 +159,7 @@ pub(crate) async fn serve(
         .http2()
         .max_header_list_size(u32::try_from(head).unwrap_or(u32::MAX));
     let builder = Arc::new(builder);
-    let cap = Arc::new(ConnectionCap::new(options.max_connections));
-    cap.check_file_limit();
+    let cap = options.cap;
     let mut accepting = tokio::task::JoinSet::new();
     for (index, (listener, spec)) in listeners.into_iter().enumerate() {
         let name = ListenerName {
@@ -123,6 +183,7 @@ pub(crate) async fn serve(
                 health: options.health.clone(),
             },
             cap.clone(),
+            worker,
         ));
     }
     let _ = stop.wait_for(|stopped| *stopped).await;
@@ -152,7 +213,13 @@ struct Client {
     health: Arc<Health>,
 }
 
-async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, cap: Arc<ConnectionCap>) {
+async fn accept_loop(
+    listener: TcpListener,
+    spec: ListenSpec,
+    client: Client,
+    cap: Arc<ConnectionCap>,
+    worker: usize,
+) {
     let mut stop = client.stop.clone();
     let address = listener.local_addr().expect("a bound listener has an address");
     let proxied = spec
@@ -184,6 +251,7 @@ async fn accept_loop(listener: TcpListener, spec: ListenSpec, client: Client, ca
             },
             _ = stop.changed() => return,
         };
+        client.shared.stats.worker_connections.accepted(worker);
         let _ = stream.set_nodelay(true);
         let client = client.clone();
         let server = stream.local_addr().unwrap_or(address);
@@ -317,7 +385,7 @@ async fn serve_client<S>(
 pub(crate) type Listener = (TcpListener, ListenSpec);
 
 /// Binds every address, so a taken port fails at start, not later.
-pub(crate) async fn bind(specs: &[ListenSpec]) -> Result<Vec<Listener>, (SocketAddr, std::io::Error)> {
+async fn bind(specs: &[ListenSpec]) -> Result<Vec<Listener>, (SocketAddr, std::io::Error)> {
     let mut listeners = Vec::with_capacity(specs.len());
     for spec in specs {
         let socket = TcpListener::bind(spec.addr)
