@@ -55,8 +55,10 @@ const RUNTIME: &[(&str, &[&str])] = &[
     ("policy", &["plugin", "backend", "dns", "config", "telemetry"]),
     ("version", &["policy", "backend", "plugin", "dns", "config", "telemetry"]),
     ("reload", &["version", "config", "telemetry"]),
-    ("admin", &["reload", "version", "cache", "dns", "config", "telemetry", "trace"]),
-    ("proxy", &["reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
+    // The fan-out of invalidations to the other nodes, which the admin API and the proxy share.
+    ("peers", &["dns", "config", "telemetry"]),
+    ("admin", &["peers", "reload", "version", "cache", "dns", "config", "telemetry", "trace"]),
+    ("proxy", &["peers", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
     ("server", &["proxy", "admin", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
     // The fuzz target's entry point, like lib.rs a way into the whole crate.
     ("fuzzing", &[ANY]),

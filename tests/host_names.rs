@@ -11,14 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use edgecache_runtime::Config;
-use support::{trace_init, write_policy, Client, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
-
-fn hosts_file(name: &str, text: &str) -> PathBuf {
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("edgecache-hosts-{}-{name}", std::process::id()));
-    std::fs::write(&path, text).expect("write the hosts file");
-    path
-}
+use support::{hosts_file, trace_init, write_policy, Client, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
 
 async fn start(policy: PathBuf, hosts: PathBuf) -> Result<edgecache_runtime::Running, String> {
     trace_init();

@@ -27,6 +27,7 @@ pub mod dns;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod logging;
+mod peers;
 pub mod plugin;
 pub mod policy;
 mod proxy;
@@ -256,10 +257,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 watching,
                 traces: shared.traces.clone(),
             };
-            let (bound, task) = admin::start(
+            let started = admin::start(
                 address,
                 config.admin_token_file.as_deref(),
-                admin::peers::Settings {
+                peers::Settings {
                     peers: config.peers.clone(),
                     retry_time: config.peer_retry_time,
                     resolver: dns::Resolver::new(config.hosts_file.clone()),
@@ -269,8 +270,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 stopped.clone(),
             )
             .await?;
-            tasks.push(task);
-            Some(bound)
+            tasks.push(started.task);
+            if let Some(peers) = started.peers {
+                // Before the listeners serve: the policy's first invalidation reaches the peers.
+                shared.peers.set(peers).expect("set once, here");
+            }
+            Some(started.address)
         }
         None => None,
     };

@@ -546,6 +546,15 @@ pub async fn unused_port() -> SocketAddr {
     listener.local_addr().expect("bound address")
 }
 
+/// Writes `text` (`/etc/hosts` lines) to a file named after `name` in Cargo's temp directory:
+/// a `--hosts-file`, which the test rewrites to move a name to other addresses.
+pub fn hosts_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("edgecache-hosts-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).expect("write the hosts file");
+    path
+}
+
 // === policies ===
 
 /// Writes `text` to a fresh `.vcl` file named after `name` in Cargo's temp directory for

@@ -18,7 +18,9 @@
 //! `bans`, `bans_tested_total`, `bans_lurked_total`, `bans_lurker_tested_total`,
 //! `bans_lurker_removed_total`, `reloads_total{outcome}`, `policy_generation`,
 //! `worker_connections_total{worker}`, `uptime_seconds`,
-//! `request_duration_seconds` (histogram).
+//! `request_duration_seconds` (histogram), and with `--peers`
+//! `peer_invalidations_total{peer,outcome}` (`applied`, `refused`, `unreachable`: how the purges
+//! and bans forwarded to each peer ended, the admin API's and the policy's).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,9 +33,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::State;
+use crate::peers::Peers;
 
 /// The registry behind `/metrics`.
-pub(super) fn registry(state: Arc<State>) -> Registry {
+pub(super) fn registry(state: Arc<State>, peers: Option<Arc<Peers>>) -> Registry {
     let mut registry = Registry::default();
     registry.register_with_unit(
         "edgecache_request_duration",
@@ -42,6 +45,9 @@ pub(super) fn registry(state: Arc<State>) -> Registry {
         state.latency.histogram().clone(),
     );
     registry.register_collector(Box::new(Counters(state)));
+    if let Some(peers) = peers {
+        registry.register_collector(Box::new(PeerCounters(peers)));
+    }
     registry
 }
 
@@ -446,6 +452,37 @@ impl Collector for Counters {
             (stats.worker_connections.counts().into_iter().enumerate())
                 .map(|(worker, accepted)| (worker.to_string(), ConstCounter::new(accepted))),
         )?;
+        Ok(())
+    }
+}
+
+/// Reads how the forwards to each peer ended, at scrape time.
+struct PeerCounters(Arc<Peers>);
+
+impl std::fmt::Debug for PeerCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerCounters")
+    }
+}
+
+impl Collector for PeerCounters {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "edgecache_peer_invalidations",
+            "Purges and bans forwarded to each peer, by how they ended",
+            None,
+            MetricType::Counter,
+        )?;
+        for (peer, outcomes) in self.0.outcomes() {
+            for (outcome, value) in [
+                ("applied", outcomes.applied),
+                ("refused", outcomes.refused),
+                ("unreachable", outcomes.unreachable),
+            ] {
+                let labels = [("peer", peer.as_str()), ("outcome", outcome)];
+                ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+            }
+        }
         Ok(())
     }
 }

@@ -11,6 +11,7 @@
 //! | `POST /purge?url=/path[&host=H][&soft=1]` | removes every variant of the default cache key (Host + URL); `host=*`: that path under every host (a ban); `soft=1`: they turn stale instead, served in grace while one fetch refreshes them |
 //! | `GET /bans` | the ban list (`ban.list`): each ban's age, whether the lurker or lookups apply it, objects removed; `?format=text`: a table |
 //! | `POST /purge?key=K1,K2[&soft=1]` | removes (or with `soft=1` makes stale) every object tagged with any of the surrogate keys; JSON with the count |
+//! | `POST /purge?hash=KEY[&soft=1]` | removes (or makes stale) every variant of one cache key as `vcl_hash` built it (URL-safe base64 of its bytes): what a peer forwards when its policy purges |
 //! | `POST /ban` | body: a ban expression (`req.url ~ "^/news/"`) as a JSON string or `{"ban": EXPR}` (`"created": UNIX_SECONDS` when a peer forwards it); 400 with the diagnostic if it does not parse |
 //! | `POST /reload` | reloads now: 200 with the new generation, 422 with the diagnostics |
 //! | `GET /vcl` | the loaded policies and labels (`vcl.list`): JSON, or varnishadm's table with `?format=text` |
@@ -21,7 +22,7 @@
 //! | `GET /log[?q=QUERY][&count=N]` | request traces in varnishlog's text as requests end, streamed; `q` a varnishlog `-q` query (400 naming the column when it does not parse), `count` ends after N requests (`log.rs`) |
 //!
 //! With `--peers`, purges and bans are also forwarded to every peer and the answer lists each
-//! one's status (`peers`).
+//! one's status (`peers`); see `crate::peers`.
 //!
 //! Successes are JSON; errors are `text/plain` with the message or rendered diagnostics.
 //! With a token file (required when the listener is not loopback), every request must carry
@@ -33,12 +34,14 @@
 //! carries the token. With the token, `POST /ban` may also send the expression as plain text.
 
 mod bans;
-pub mod client;
 mod guard;
 pub mod log;
 pub mod metrics;
-pub(crate) mod peers;
+mod peers;
 pub mod stat;
+
+/// The admin API's client lives with the peers, which forward invalidations through it.
+pub use crate::peers::client;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -62,6 +65,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cache::key::CacheKey;
 use crate::cache::SharedCache;
+use crate::peers::{self as fanout, unix_seconds as unix, Peers};
 use crate::reload::{Reloader, Trigger};
 use crate::telemetry::{RequestLatency, Stats};
 use crate::version::Version;
@@ -95,17 +99,26 @@ struct Admin {
     token: Option<[u8; 32]>,
     guard: Guard,
     /// Where purges and bans are forwarded (`--peers`); `None` without peers.
-    peers: Option<peers::Peers>,
+    peers: Option<Arc<Peers>>,
+}
+
+/// The admin API, once listening.
+pub(crate) struct Started {
+    pub address: SocketAddr,
+    pub task: JoinHandle<()>,
+    /// The peers (`--peers`), which the proxy forwards its policy's invalidations to as well:
+    /// the token and this listener's address are known only here.
+    pub peers: Option<Arc<Peers>>,
 }
 
 /// Reads the token file (when given), binds `addr` and serves until `stopped` turns true.
 pub(crate) async fn start(
     addr: SocketAddr,
     token_file: Option<&Path>,
-    peers: peers::Settings,
+    peers: crate::peers::Settings,
     state: State,
     mut stopped: watch::Receiver<bool>,
-) -> Result<(SocketAddr, JoinHandle<()>), StartError> {
+) -> Result<Started, StartError> {
     let token_text = token_file.map(read_token).transpose()?;
     let token = token_text
         .as_deref()
@@ -121,12 +134,13 @@ pub(crate) async fn start(
         source,
     })?;
     let state = Arc::new(state);
+    let peers = Peers::new(peers, token_text, bound).map(Arc::new);
     let admin = Arc::new(Admin {
-        registry: metrics::registry(state.clone()),
+        registry: metrics::registry(state.clone(), peers.clone()),
         state,
         token,
         guard: Guard::new(bound),
-        peers: peers::Peers::new(peers, token_text, bound),
+        peers: peers.clone(),
     });
     let task = tokio::spawn(async move {
         let mut connections = JoinSet::new();
@@ -152,7 +166,11 @@ pub(crate) async fn start(
         connections.abort_all();
     });
     tracing::info!(address = %bound, token = admin_token_note(token_file), "admin API listening");
-    Ok((bound, task))
+    Ok(Started {
+        address: bound,
+        task,
+        peers,
+    })
 }
 
 fn admin_token_note(token_file: Option<&Path>) -> &'static str {
@@ -287,13 +305,13 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
         "/purge" if post => {
             let (forwarded, target) = forwarding(&request);
             let local = purge(state, &request);
-            peers::share(admin.peers.as_ref(), forwarded, &target, local).await
+            peers::share(admin.peers.as_deref(), forwarded, &target, local).await
         }
         "/backend/set_health" if post => set_health(state, request.uri().query().unwrap_or("")),
         "/ban" if post => {
             let (forwarded, target) = forwarding(&request);
             let local = ban(state, request).await;
-            peers::share(admin.peers.as_ref(), forwarded, &target, local).await
+            peers::share(admin.peers.as_deref(), forwarded, &target, local).await
         }
         "/bans" if read => bans::list(&state.cache, request.uri().query().unwrap_or("")),
         "/reload" if post => match state.reloader.reload(Trigger::Admin).await {
@@ -322,7 +340,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
 
 /// Whether a peer forwarded this request (it is then not forwarded again), and its target.
 fn forwarding(request: &Request<Incoming>) -> (bool, String) {
-    let forwarded = request.headers().contains_key(peers::FORWARDED);
+    let forwarded = request.headers().contains_key(fanout::FORWARDED);
     let target = request
         .uri()
         .path_and_query()
@@ -596,6 +614,9 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     if let Some(keys) = query_param(query, "key") {
         return purge_keys(state, &keys, soft_param(query));
     }
+    if let Some(hash) = query_param(query, "hash") {
+        return purge_hash(state, &hash, soft_param(query));
+    }
     let Some(url) = query_param(query, "url").filter(|url| !url.is_empty()) else {
         return text(
             StatusCode::BAD_REQUEST,
@@ -675,6 +696,41 @@ fn purge(state: &State, request: &Request<Incoming>) -> Response<Full<Bytes>> {
             json!("the policy defines vcl_hash, which may build other keys: use POST /ban to be sure");
     }
     json(status, answer)
+}
+
+/// `POST /purge?hash=KEY[&soft=1]`: every variant of one cache key, as `vcl_hash` built it
+/// (URL-safe base64 of its bytes): how a peer forwards what its policy purged
+/// (`return (purge)`, `purge.hard()` / `purge.soft()`), since every node runs the same policy.
+fn purge_hash(state: &State, encoded: &str, soft: bool) -> Response<Full<Bytes>> {
+    let Some(bytes) = fanout::decode_key(encoded) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "hash must be a cache key in URL-safe base64 without padding, as a peer forwards it\n",
+        );
+    };
+    let key = CacheKey::from_hash_data(&bytes);
+    let objects = if soft {
+        state.cache.soft_purge(&key)
+    } else {
+        let variants = state.cache.store.variants(&key).len();
+        state.cache.purge(&key);
+        variants
+    };
+    tracing::info!(
+        hash = encoded,
+        soft,
+        objects,
+        "purge of a cache key from the admin API"
+    );
+    let status = if objects > 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    json(
+        status,
+        json!({ "purged": objects > 0, "objects": objects, "hash": encoded, "soft": soft }),
+    )
 }
 
 /// `POST /purge?key=K1,K2[&soft=1]`: every object tagged with any of the surrogate keys is
@@ -850,10 +906,6 @@ fn with_newline(mut text: String) -> String {
         text.push('\n');
     }
     text
-}
-
-fn unix(time: SystemTime) -> f64 {
-    time.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The percent-decoded value of `name` in a query string (`+` is kept as is).

@@ -113,9 +113,12 @@ impl SharedCache {
     }
 
     /// Adds a ban: objects stored before now that match are dropped at their next lookup.
-    pub fn ban(&self, expr: BanExpr) {
+    /// Returns that time, which the ban carries to peers.
+    pub fn ban(&self, expr: BanExpr) -> SystemTime {
         tracing::info!(ban = expr.as_str(), "ban added");
-        self.bans.add(expr, self.clock.now());
+        let now = self.clock.now();
+        self.bans.add(expr, now);
+        now
     }
 
     /// Adds a ban created at `created` on a peer (`POST /ban` with `created`): it applies to the

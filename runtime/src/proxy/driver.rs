@@ -264,7 +264,7 @@ fn purge(shared: &Shared, client: SocketAddr, request: &Parts) -> Response<Proxy
         );
     }
     let key = builtin::vcl_hash(request);
-    if shared.cache.purge(&key) {
+    if shared.purge_everywhere(&key) {
         synth::plain(StatusCode::OK, "Purged")
     } else {
         synth::plain(StatusCode::NOT_FOUND, "Not in cache")
@@ -712,6 +712,7 @@ async fn vcl_steps(
     let mut session = Box::new(ClientSession::new(parts, client, version, xid, &shared.cache));
     session.esi = esi;
     session.lookups = shared.lookups;
+    session.peers = shared.peers.get().cloned();
     loop {
         session.recv_by_builtin = false;
         let mut action = if program.has_sub(Sub::Recv) {
@@ -815,7 +816,7 @@ async fn vcl_steps(
                 }
                 Action::Purge => {
                     let key = vcl_key(program, &mut session);
-                    shared.cache.purge(&key);
+                    shared.purge_everywhere(&key);
                     break match trace::call(program, Sub::Purge, &mut *session) {
                         Action::Synth { status, reason } => Step::Synth(status, Some(reason.to_string())),
                         Action::Restart => Step::Restart,
@@ -872,7 +873,7 @@ async fn vcl_steps(
             }
         };
         for ban in session.bans.drain(..) {
-            shared.cache.ban(ban);
+            shared.ban_everywhere(ban);
         }
         let status_header = &shared.cache_status_header;
         let outcome = match step {

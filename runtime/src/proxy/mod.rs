@@ -50,11 +50,14 @@ use arc_swap::ArcSwap;
 
 use http::HeaderName;
 use ipnet::IpNet;
+use policy_lang::BanExpr;
 
+use crate::cache::key::CacheKey;
 use crate::cache::rules::freshness::FreshnessOptions;
 use crate::cache::rules::storable::StoreOptions;
 use crate::cache::SharedCache;
 use crate::config::{Config, InvalidateOnUnsafe};
+use crate::peers::{Invalidation, Peers};
 use crate::telemetry::{RequestLatency, Stats};
 use crate::version::Version;
 
@@ -117,6 +120,9 @@ pub(crate) struct Shared {
     pub lookups: builtin::Lookups,
     /// Request traces for `GET /log` (`edgecache log`), built only while someone listens.
     pub traces: Arc<crate::trace::Hub>,
+    /// Where the policy's purges and bans are forwarded (`--peers`): set once at start, when
+    /// the admin API (which knows the token and its own address) is up; empty without peers.
+    pub peers: std::sync::OnceLock<Arc<Peers>>,
 }
 
 impl Shared {
@@ -159,7 +165,26 @@ impl Shared {
             store_post_responses: config.store_post_responses,
             lookups: builtin::Lookups::from_config(config),
             traces: Arc::default(),
+            peers: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Purges every variant of `key` here and on every peer (a `PURGE`, `return (purge)`);
+    /// whether it was stored here.
+    pub fn purge_everywhere(&self, key: &CacheKey) -> bool {
+        let found = self.cache.purge(key);
+        share(self.peers.get(), || Invalidation::Hash {
+            key: key.as_bytes().to_vec(),
+            soft: false,
+        });
+        found
+    }
+
+    /// Adds `ban` here and on every peer, with the time it was created here.
+    pub fn ban_everywhere(&self, ban: BanExpr) {
+        let expr = ban.as_str().to_string();
+        let created = self.cache.ban(ban);
+        share(self.peers.get(), || Invalidation::Ban { expr, created });
     }
 
     /// Whether `client` is in `--purge-allow`.
@@ -204,5 +229,13 @@ impl Shared {
     /// from stored objects); `None` when it is forwarded.
     pub fn targeted_to_strip(&self) -> Option<&HeaderName> {
         self.targeted().filter(|_| self.strip_targeted_cache_control)
+    }
+}
+
+/// Forwards what `what` builds to the peers, when there are any: what the policy invalidated
+/// here (`crate::peers`), built only then.
+fn share(peers: Option<&Arc<Peers>>, what: impl FnOnce() -> Invalidation) {
+    if let Some(peers) = peers {
+        peers.share(what());
     }
 }

@@ -308,6 +308,8 @@ pub(super) struct ClientSession<'a> {
     cache: &'a SharedCache,
     /// The request's cache key, in `vcl_hit` and `vcl_miss`, for `purge.hard()` / `purge.soft()`.
     pub key: Option<crate::cache::key::CacheKey>,
+    /// Where `xkey.*` and `purge.*` purges are forwarded too (`--peers`); the driver sets it.
+    pub peers: Option<Arc<crate::peers::Peers>>,
     /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
     /// sub being run (see `trace::call`).
     pub trace: Option<Trace>,
@@ -363,6 +365,7 @@ impl<'a> ClientSession<'a> {
             task: Task::default(),
             cache,
             key: None,
+            peers: None,
             trace: req_trace,
             returned: None,
             lookups: super::builtin::Lookups::default(),
@@ -673,7 +676,12 @@ impl Context for ClientSession<'_> {
     }
 
     fn purge_keys(&self, keys: &str, soft: bool) -> i64 {
-        i64::try_from(self.cache.purge_keys(keys, soft)).unwrap_or(i64::MAX)
+        let purged = self.cache.purge_keys(keys, soft);
+        super::share(self.peers.as_ref(), || crate::peers::Invalidation::Keys {
+            list: keys.to_string(),
+            soft,
+        });
+        i64::try_from(purged).unwrap_or(i64::MAX)
     }
 
     fn purge_hash(&self, soft: bool) -> i64 {
@@ -686,6 +694,10 @@ impl Context for ClientSession<'_> {
             variants
         };
         tracing::info!(target: "edgecache::vcl", xid = self.xid, soft, objects = purged, "purge of the request's key");
+        super::share(self.peers.as_ref(), || crate::peers::Invalidation::Hash {
+            key: key.as_bytes().to_vec(),
+            soft,
+        });
         i64::try_from(purged).unwrap_or(i64::MAX)
     }
 

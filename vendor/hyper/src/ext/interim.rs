@@ -20,9 +20,6 @@ pub struct InformationalSender {
 #[derive(Debug, Default)]
 struct Shared {
     queue: Mutex<VecDeque<Response<()>>>,
-    /// Whether `queue` may hold a response: set after a push, cleared by the pop that empties
-    /// it, so the connection, which looks on every poll, takes the lock only when there is one.
-    queued: AtomicBool,
     waker: AtomicWaker,
     closed: AtomicBool,
 }
@@ -39,14 +36,11 @@ impl InformationalSender {
         if self.shared.closed.load(Ordering::Acquire) {
             return false;
         }
-        let mut queue = self
-            .shared
+        self.shared
             .queue
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        queue.push_back(response);
-        self.shared.queued.store(true, Ordering::Release);
-        drop(queue);
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push_back(response);
         self.shared.waker.wake();
         true
     }
@@ -83,20 +77,11 @@ impl InformationalReceiver {
     }
 
     fn pop(&self) -> Option<Response<()>> {
-        if !self.shared.queued.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut queue = self
-            .shared
+        self.shared
             .queue
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let next = queue.pop_front();
-        if queue.is_empty() {
-            // Under the lock, as the push sets it: a later push sets it again.
-            self.shared.queued.store(false, Ordering::Release);
-        }
-        next
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop_front()
     }
 }
 
