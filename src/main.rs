@@ -14,6 +14,12 @@ use edgecache_runtime::config::{
 use edgecache_runtime::{Config, ConfigError};
 use policy_lang::PolicyFormat;
 
+/// mimalloc: fewer instructions per request than the system allocator on every path measured
+/// (docs/BENCHMARKS.md, "Session 7: allocator and LTO"). The library and its tests keep the
+/// system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `--version`: the release, the commit and the build profile (stamped by build.rs).
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),

@@ -428,6 +428,8 @@ impl Program {
     pub(crate) fn to_string_owned(&self, v: Value<'_>) -> String {
         match v {
             Value::Str(s) => s.into_owned(),
+            // One allocation of the right size (`obj.hits` into a header on every hit).
+            Value::Int(i) => itoa::Buffer::new().format(i).to_owned(),
             other => {
                 let mut s = String::new();
                 self.write(&mut s, &other);

@@ -15,12 +15,15 @@ pub struct CacheKey(Arc<[u8]>);
 impl CacheKey {
     /// The default key: `Host` (lower-cased, as hosts are case-insensitive) and the request target.
     pub fn from_host_and_target(host: &str, path_and_query: &str) -> CacheKey {
-        let mut bytes = Vec::with_capacity(host.len() + 1 + path_and_query.len());
-        bytes.extend(host.bytes().map(|b| b.to_ascii_lowercase()));
         // A separator that cannot occur in a host keeps `a` + `b/c` apart from `ab` + `/c`.
-        bytes.push(0);
-        bytes.extend_from_slice(path_and_query.as_bytes());
-        CacheKey(bytes.into())
+        // Collected from an iterator of known length, the key is written into its `Arc` at
+        // once (a `Vec` would be a second allocation, copied).
+        let bytes = host
+            .bytes()
+            .map(|b| b.to_ascii_lowercase())
+            .chain(std::iter::once(0))
+            .chain(path_and_query.bytes());
+        CacheKey(bytes.collect())
     }
 
     /// Bytes of the key.

@@ -47,9 +47,10 @@ impl ObjectHead {
 }
 
 /// A copy of `headers` whose values all live in one buffer of exactly their size, with room
-/// for `room` more fields. Values parsed by hyper are slices of the connection's read buffer
-/// (8 KiB or more); a stored object holding them would keep that whole buffer alive while
-/// the weigher counts a few bytes.
+/// in its index for `room` more fields, and an entry table of exactly its fields. Values
+/// parsed by hyper are slices of the connection's read buffer (8 KiB or more); a stored
+/// object holding them would keep that whole buffer alive while the weigher counts a few
+/// bytes.
 pub fn compact_headers(headers: &HeaderMap, room: usize) -> HeaderMap {
     let total = headers.values().map(HeaderValue::len).sum();
     let mut buffer = BytesMut::with_capacity(total);
@@ -68,7 +69,10 @@ pub fn compact_headers(headers: &HeaderMap, room: usize) -> HeaderMap {
         compact.append(name.clone(), copy);
         offset = end;
     }
-    compact
+    // `with_capacity` allocated entries for the room too (~100 bytes each, 600 of a small
+    // object's ~3 KB). Hits add their fields to a clone, and a clone keeps the index (no
+    // rehash) but allocates only the entries in use, so the stored map can be one as well.
+    compact.clone()
 }
 
 /// A copy of `value` in a buffer of its own size (see [`compact_headers`]).
@@ -81,9 +85,9 @@ pub fn compact_value(value: &HeaderValue) -> HeaderValue {
 /// What the allocator adds to every allocation (glibc: a 16-byte header, sizes rounded up).
 const MALLOC_OVERHEAD: usize = 16;
 
-/// Bytes a header map holds: its entry table at capacity, its index table, the links of
-/// repeated names, field names (each counted as its own allocation, though standard names are
-/// static) and values (as one buffer, see [`compact_headers`]).
+/// Bytes a header map holds: its entry table (one entry per name, as [`compact_headers`]
+/// leaves it), its index table, the links of repeated names, field names (each counted as its
+/// own allocation, though standard names are static) and values (as one buffer).
 fn header_bytes(headers: &HeaderMap) -> usize {
     // The `http` crate's entry (hash, links, name, value) and extra value (links, value).
     const ENTRY: usize = size_of::<(u16, Option<(usize, usize)>, HeaderName, HeaderValue)>();
@@ -98,7 +102,7 @@ fn header_bytes(headers: &HeaderMap) -> usize {
         .sum();
     let values: usize = headers.values().map(HeaderValue::len).sum();
     // Three allocations (entries, indices, values) with the `Bytes` shared header (32 bytes).
-    headers.capacity() * ENTRY + slots * SLOT + extra * EXTRA + names + values + 3 * MALLOC_OVERHEAD + 32
+    headers.keys_len() * ENTRY + slots * SLOT + extra * EXTRA + names + values + 3 * MALLOC_OVERHEAD + 32
 }
 
 /// An ESI object's body as delivery steps, parsed once when it is stored (`proxy::esi`

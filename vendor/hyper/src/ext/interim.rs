@@ -20,6 +20,9 @@ pub struct InformationalSender {
 #[derive(Debug, Default)]
 struct Shared {
     queue: Mutex<VecDeque<Response<()>>>,
+    /// Whether `queue` may hold a response: set after a push, cleared by the pop that empties
+    /// it, so the connection, which looks on every poll, takes the lock only when there is one.
+    queued: AtomicBool,
     waker: AtomicWaker,
     closed: AtomicBool,
 }
@@ -36,11 +39,14 @@ impl InformationalSender {
         if self.shared.closed.load(Ordering::Acquire) {
             return false;
         }
-        self.shared
+        let mut queue = self
+            .shared
             .queue
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push_back(response);
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        queue.push_back(response);
+        self.shared.queued.store(true, Ordering::Release);
+        drop(queue);
         self.shared.waker.wake();
         true
     }
@@ -77,11 +83,20 @@ impl InformationalReceiver {
     }
 
     fn pop(&self) -> Option<Response<()>> {
-        self.shared
+        if !self.shared.queued.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut queue = self
+            .shared
             .queue
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .pop_front()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let next = queue.pop_front();
+        if queue.is_empty() {
+            // Under the lock, as the push sets it: a later push sets it again.
+            self.shared.queued.store(false, Ordering::Release);
+        }
+        next
     }
 }
 
