@@ -324,3 +324,27 @@ support::modes! {
         assert_eq!(ranges_asked(&origin), [slice_request(0)]);
     }
 }
+
+/// `PURGE` removes a URL's slices with its objects: the next range goes to the origin again.
+#[tokio::test]
+async fn purge_removes_the_stored_slices() {
+    let body = pattern(300_000, 6);
+    let current = Arc::new(Mutex::new(Representation {
+        body: body.clone(),
+        etag: "\"s\"",
+    }));
+    let origin = ranged_origin(current).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |config| config.slice_size = SLICE).await;
+
+    let first = get(addr, "/clip", &[("range", "bytes=0-9")]).await;
+    assert_eq!((first.status.as_u16(), first.cache()), (206, "MISS"));
+    let hit = get(addr, "/clip", &[("range", "bytes=10-19")]).await;
+    assert_eq!((hit.status.as_u16(), hit.cache()), (206, "HIT"));
+
+    let purged = support::send("PURGE", addr, "/clip", &[], Bytes::new()).await;
+    assert_eq!(purged.status, 200, "the slices were what was stored for the URL");
+    let again = get(addr, "/clip", &[("range", "bytes=10-19")]).await;
+    assert_eq!((again.status.as_u16(), again.cache()), (206, "MISS"));
+    assert_eq!(again.body, body.slice(10..20));
+    assert_eq!(ranges_asked(&origin), [slice_request(0), slice_request(0)]);
+}

@@ -83,10 +83,16 @@ impl SharedCache {
     /// Soft purge of every variant of `key` (a URL purge with `soft=1`, `purge.soft()`): each
     /// fresh one becomes stale now, keeping its grace and keep, so the next request is served
     /// it in grace while one background fetch refreshes it. Returns how many were fresh.
+    /// Slices become stale too, and are fetched again when next used.
     pub fn soft_purge(&self, key: &CacheKey) -> usize {
         let now = self.clock.now();
         let variants = self.store.variants(key);
-        variants.iter().filter(|object| object.soft_purge(now)).count()
+        let slices = self.partials.slices(key);
+        variants
+            .iter()
+            .chain(&slices)
+            .filter(|object| object.soft_purge(now))
+            .count()
     }
 
     /// Purge by surrogate key (vmod xkey's `purge` and `softpurge`, `POST /purge?key=`): every

@@ -18,7 +18,7 @@ use moka::sync::Cache;
 
 use super::key::CacheKey;
 use super::object::{CachedObject, ObjectHead};
-use super::rules::partial::Validator;
+use super::rules::partial::{self as rules, Validator};
 use super::rules::vary::VaryRule;
 use super::store::Store;
 
@@ -80,10 +80,13 @@ impl Partials {
         self.known.get(key)
     }
 
-    /// Remembers that `key`'s representation is too large to store whole (unless parts of it
-    /// are stored already).
-    pub fn remember_too_large(&self, key: &CacheKey) {
-        self.known.entry_by_ref(key).or_insert_with(|| Known::TooLarge);
+    /// Remembers that `key`'s representation, whose response with `fields` is too large to
+    /// store whole, can be stored by slices (it has a strong validator and no `Vary`), so that
+    /// its next request fetches it that way; unless parts of it are stored already.
+    pub fn remember_too_large(&self, key: &CacheKey, fields: &HeaderMap) {
+        if rules::strong_validator(fields).is_some() && !fields.contains_key(http::header::VARY) {
+            self.known.entry_by_ref(key).or_insert_with(|| Known::TooLarge);
+        }
     }
 
     /// Records `representation` as what `key`'s parts are now.
@@ -106,6 +109,16 @@ impl Partials {
     pub fn store_slice(&self, key: &CacheKey, slice_size: u64, index: u64, object: Arc<CachedObject>) {
         self.store
             .insert(slice_key(key, slice_size, index), VaryRule::None, object);
+    }
+
+    /// The stored slices of `key`'s representation.
+    pub fn slices(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
+        let Some(Known::Sliced(representation)) = self.known.get(key) else {
+            return Vec::new();
+        };
+        (0..representation.slice_count())
+            .filter_map(|index| self.slice(key, &representation, index))
+            .collect()
     }
 
     /// Forgets `key`'s representation and removes its slices (a purge, or parts of another

@@ -562,6 +562,10 @@ const MAX_CONNECTIONS: usize = 1 << 20;
 /// is assembled, so a deeper chain is a mistake rather than a page.
 const MAX_ESI_DEPTH: u32 = 100;
 
+/// The smallest `--slice-size` accepted (but 0, off): each slice is a request to the origin
+/// and an object in the cache, so tiny slices multiply both.
+const MIN_SLICE_SIZE: u64 = 64 * 1024;
+
 impl Config {
     /// Checks cross-field rules that single values cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -605,6 +609,16 @@ impl Config {
                 "max_esi_depth (--max-esi-depth)",
                 format!("{} levels", self.max_esi_depth),
                 format!("0 to {MAX_ESI_DEPTH}"),
+            ));
+        }
+        if self.slice_size != 0 && self.slice_size < MIN_SLICE_SIZE {
+            return Err(ConfigError::new(
+                "slice_size (--slice-size)",
+                format!(
+                    "{} bytes would ask the origin for a large file in that many pieces",
+                    self.slice_size
+                ),
+                "0 (off) or at least 64k",
             ));
         }
         if self.dns_ttl.is_zero() {

@@ -754,7 +754,9 @@ impl FetchTask {
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
             .is_some_and(|length| length > shared.max_object_size);
         if too_large {
-            super::partial::remember_too_large(shared, &self.version, self.fill.key(), fields);
+            if shared.slices_for(&self.version) {
+                shared.cache.partials.remember_too_large(self.fill.key(), fields);
+            }
             return Err(NotStored::Because("larger than max-object-size"));
         }
         let lifetime = freshness::freshness_lifetime(*status, fields, &directives, &shared.freshness);

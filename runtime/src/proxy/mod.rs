@@ -230,6 +230,18 @@ impl Shared {
     pub fn targeted_to_strip(&self) -> Option<&HeaderName> {
         self.targeted().filter(|_| self.strip_targeted_cache_control)
     }
+
+    /// Whether representations are stored by slices (`partial`) for requests on `version`:
+    /// `--slice-size` is not 0, and no policy sub would have to see the slice fetches or hits
+    /// (`vcl_hit`, `vcl_miss`, `vcl_backend_fetch`, `vcl_backend_response`), which run for
+    /// whole objects only.
+    pub fn slices_for(&self, version: &Version) -> bool {
+        use policy_lang::Sub;
+        self.slice_size > 0
+            && [Sub::Hit, Sub::Miss, Sub::BackendFetch, Sub::BackendResponse]
+                .into_iter()
+                .all(|sub| version.policy_defining(sub).is_none())
+    }
 }
 
 /// Forwards what `what` builds to the peers, when there are any: what the policy invalidated

@@ -28,17 +28,16 @@ use http::request::Parts;
 use http::{Method, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
-use policy_lang::{BackendId, Sub};
+use policy_lang::BackendId;
 
 use super::attempts::{failure, Attempts, FetchFailure};
 use super::route::Route;
-use super::{bereq, fetch, h2_accounting, headers, Shared};
+use super::{bereq, fetch, h2_accounting, headers, respond, Shared};
 use crate::backend::{Backend, TimedBody};
 use crate::cache::body::{BoxError, ProxyBody, StoredBody};
 use crate::cache::key::CacheKey;
 use crate::cache::object::{CachedObject, ObjectHead};
 use crate::cache::partial::{Known, Representation};
-use crate::cache::rules::conditional::{self, ConditionalOutcome};
 use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::partial::{self as rules, ContentRange};
 use crate::cache::rules::range::{self, RangeOutcome};
@@ -46,21 +45,11 @@ use crate::cache::rules::stale::{self, Reuse};
 use crate::cache::state::CacheState;
 use crate::version::Version;
 
-/// Whether slicing applies to requests on `version`: `--slice-size` is not 0, and no policy
-/// sub would have to see the slice fetches or hits (`vcl_hit`, `vcl_miss`,
-/// `vcl_backend_fetch`, `vcl_backend_response`), which run for whole objects only.
-fn enabled(shared: &Shared, version: &Version) -> bool {
-    shared.slice_size > 0
-        && [Sub::Hit, Sub::Miss, Sub::BackendFetch, Sub::BackendResponse]
-            .into_iter()
-            .all(|sub| version.policy_defining(sub).is_none())
-}
-
 /// Whether the lookup of `request` (nothing stored whole under `key`) is answered here: a
 /// `GET` or `HEAD` of a representation the cache holds slices of or knows to be too large,
 /// or, when `key` is not hit-for-pass, a `GET` with one `Range`.
 pub(super) fn serves(route: Route<'_>, request: &Parts, key: &CacheKey, hit_for_pass: bool) -> bool {
-    if !enabled(route.shared, route.version) {
+    if !route.shared.slices_for(route.version) {
         return false;
     }
     let get = request.method == Method::GET;
@@ -71,18 +60,6 @@ pub(super) fn serves(route: Route<'_>, request: &Parts, key: &CacheKey, hit_for_
         return true;
     }
     get && !hit_for_pass && single_range(&request.headers).is_some()
-}
-
-/// Remembers that a response about to be passed for being larger than `--max-object-size`
-/// can be stored by slices (it has a strong validator and no `Vary`), so that the next
-/// request for `key` fetches it that way.
-pub(super) fn remember_too_large(shared: &Shared, version: &Version, key: &CacheKey, fields: &HeaderMap) {
-    if enabled(shared, version)
-        && rules::strong_validator(fields).is_some()
-        && !fields.contains_key(header::VARY)
-    {
-        shared.cache.partials.remember_too_large(key);
-    }
 }
 
 /// The request's `Range` when it is one line naming one range.
@@ -154,7 +131,7 @@ pub(super) async fn serve(
     // most: a representation that keeps changing is left to the body to cut short).
     let mut changes = 0;
     let (wanted, span, pieces) = loop {
-        if let Some(response) = not_modified(&representation.head, &request.headers, now) {
+        if let Some(response) = respond::not_modified(&representation.head, &request.headers, now) {
             return (response, state(origin_asked));
         }
         let wanted = Wanted::of(request, &representation);
@@ -202,25 +179,6 @@ pub(super) async fn serve(
     }
     let body = slicer.body(representation.clone(), span, pieces);
     (wanted.response(&representation, body, now), state(origin_asked))
-}
-
-/// `304 Not Modified` when the request's conditionals match the representation.
-fn not_modified(head: &ObjectHead, request: &HeaderMap, now: SystemTime) -> Option<Response<ProxyBody>> {
-    let outcome =
-        conditional::evaluate_client_conditional(request, head.status, &head.headers, head.response_time);
-    (outcome == ConditionalOutcome::NotModified).then(|| {
-        let mut response = Response::new(ProxyBody::empty());
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        *response.headers_mut() = conditional::not_modified_headers(&head.headers);
-        with_age(&mut response, head, now);
-        response
-    })
-}
-
-fn with_age(response: &mut Response<ProxyBody>, head: &ObjectHead, now: SystemTime) {
-    response
-        .headers_mut()
-        .insert(header::AGE, HeaderValue::from(head.age_at(now).as_secs()));
 }
 
 /// What the client gets of the representation.
@@ -280,8 +238,7 @@ impl Wanted {
             }
         };
         *response.status_mut() = status;
-        with_age(&mut response, head, now);
-        response
+        respond::with_age(response, head, now)
     }
 }
 

@@ -18,7 +18,12 @@ use crate::cache::rules::range::{self, RangeOutcome};
 /// Separates the parts of a `multipart/byteranges` body.
 const BOUNDARY: &str = "edgecache-byteranges";
 
-fn with_age(mut response: Response<ProxyBody>, head: &ObjectHead, now: SystemTime) -> Response<ProxyBody> {
+/// `response` with the object's current `Age` (RFC 9111 §4.2.3).
+pub(super) fn with_age(
+    mut response: Response<ProxyBody>,
+    head: &ObjectHead,
+    now: SystemTime,
+) -> Response<ProxyBody> {
     response
         .headers_mut()
         .insert(header::AGE, HeaderValue::from(head.age_at(now).as_secs()));
@@ -33,7 +38,11 @@ fn response(status: StatusCode, headers: HeaderMap, body: ProxyBody) -> Response
 }
 
 /// `304 Not Modified` when the request's conditionals match the object.
-fn not_modified(head: &ObjectHead, request: &HeaderMap, now: SystemTime) -> Option<Response<ProxyBody>> {
+pub(super) fn not_modified(
+    head: &ObjectHead,
+    request: &HeaderMap,
+    now: SystemTime,
+) -> Option<Response<ProxyBody>> {
     let outcome =
         conditional::evaluate_client_conditional(request, head.status, &head.headers, head.response_time);
     (outcome == ConditionalOutcome::NotModified).then(|| {

@@ -69,16 +69,27 @@ pub(crate) fn first_byte(value: &HeaderValue) -> Option<u64> {
     }
     let spec = &bytes[6..];
     let dash = spec.iter().position(|b| *b == b'-')?;
-    let first = digits(&spec[..dash])?;
-    let last = &spec[dash + 1..];
-    (last.is_empty() || digits(last).is_some_and(|last| last >= first)).then_some(first)
+    digits(&spec[..dash])
 }
 
-/// Whether a `Range` value names exactly one range (of any form), so a cache can answer it as
-/// one part of a sliced representation.
+/// Whether a `Range` value names exactly one valid byte range (RFC 9110 §14.1.2): `bytes=`
+/// then an int-range (`first-`, `first-last` with `first <= last`) or a suffix-range (`-n`),
+/// so a cache can answer it from the slices of a representation.
 pub(crate) fn is_single_range(value: &HeaderValue) -> bool {
     let bytes = trim_ows(value.as_bytes());
-    bytes.len() > 6 && bytes[..6].eq_ignore_ascii_case(b"bytes=") && !bytes.contains(&b',')
+    if bytes.len() <= 6 || !bytes[..6].eq_ignore_ascii_case(b"bytes=") {
+        return false;
+    }
+    let spec = &bytes[6..];
+    let Some(dash) = spec.iter().position(|b| *b == b'-') else {
+        return false;
+    };
+    let (first, last) = (&spec[..dash], &spec[dash + 1..]);
+    match (digits(first), last.is_empty()) {
+        (None, _) => first.is_empty() && digits(last).is_some(),
+        (Some(_), true) => true,
+        (Some(first), false) => digits(last).is_some_and(|last| last >= first),
+    }
 }
 
 /// The slice holding byte `offset`.

@@ -62,8 +62,12 @@ fn the_first_byte_of_a_single_range() {
         ("Bytes=0-0", true, Some(0)),
         // RFC 9110 §14.1.2: a suffix range counts from the end
         ("bytes=-500", true, None),
-        // RFC 9110 §14.1.1: invalid: first > last
-        ("bytes=9-5", true, None),
+        // RFC 9110 §14.1.1: invalid ranges are no range at all
+        ("bytes=9-5", false, None),
+        ("bytes=x-5", false, None),
+        ("bytes=-", false, None),
+        ("bytes=5", false, None),
+        ("bytes= 0-5", false, None),
         // RFC 9110 §14.6: several ranges are not one part
         ("bytes=0-1,5-6", false, None),
         // another unit, nothing
