@@ -1,18 +1,22 @@
 //! `--worker-model reuseport`: a single-threaded runtime per `--threads` worker, each accepting on
 //! its own `SO_REUSEPORT` socket of every listener. The kernel spreads connections over the
 //! workers (seen in `edgecache_worker_connections_total{worker}`), the workers share the cache,
-//! a reload and the health state, and a graceful shutdown drains every one of them.
+//! a policy or certificate reload and the health state, and a graceful shutdown drains every
+//! one of them.
 
 mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use edgecache_runtime::config::{ListenSpec, WorkerModel};
+use edgecache_runtime::config::{CertificateFiles, ListenSpec, WorkerModel};
 use edgecache_runtime::{Config, Running};
 use http::StatusCode;
+use rustls::pki_types::{CertificateDer, ServerName};
+use support::tls::TestCa;
 use support::*;
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 const WORKERS: usize = 2;
 /// Connections per batch: all landing on one of two workers has a chance of 2 in 2^32.
@@ -229,4 +233,64 @@ async fn reuseport_policy_reload_applies_on_every_worker() {
         "no worker serves the old policy"
     );
     every_worker_accepted_since(admin, &counted, "after the reload").await;
+}
+
+/// The certificate `CONNECTIONS` fresh handshakes for a.test were shown, one per handshake.
+async fn certificates_served(connector: &TlsConnector, addr: SocketAddr) -> Vec<CertificateDer<'static>> {
+    concurrently(CONNECTIONS, |_| async move {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let name = ServerName::try_from("a.test").unwrap();
+        let tls = tokio::time::timeout(EXCHANGE_LIMIT, connector.connect(name, tcp))
+            .await
+            .expect("a handshake in time")
+            .expect("the handshake");
+        tls.get_ref().1.peer_certificates().expect("a certificate")[0].clone()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn reuseport_certificate_reload_reaches_every_worker() {
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("a.pem");
+    let first = ca.issue(&["a.test"]);
+    std::fs::write(&path, first.combined_pem()).unwrap();
+    let origin = Origin::fixed(OriginReply::ok("over tls")).await;
+    let (running, addr) = start_proxy(origin.addr, |config| {
+        reuseport(config);
+        config.listen = vec![ListenSpec {
+            tls: true,
+            ..ListenSpec::from(SocketAddr::from(([127, 0, 0, 1], 0)))
+        }];
+        config.tls.certificates = vec![CertificateFiles {
+            cert: path.clone(),
+            key: None,
+            names: Vec::new(),
+        }];
+        config.watch_policy = false;
+    })
+    .await;
+    let admin = running.admin_addr().expect("admin API");
+    let mut client = ca.client_config(&[]);
+    // A resumed session would show the certificate of the handshake it resumes.
+    client.resumption = rustls::client::Resumption::disabled();
+    let connector = TlsConnector::from(std::sync::Arc::new(client));
+    assert!(certificates_served(&connector, addr)
+        .await
+        .iter()
+        .all(|seen| *seen == first.der));
+    let counted = every_worker_accepted_since(admin, &[0; WORKERS], "TLS handshakes").await;
+
+    let second = ca.issue(&["a.test"]);
+    std::fs::write(&path, second.combined_pem()).unwrap();
+    running.reload_certificates().await.expect("the new pair loads");
+    assert!(
+        certificates_served(&connector, addr)
+            .await
+            .iter()
+            .all(|seen| *seen == second.der),
+        "no worker shows the old certificate"
+    );
+    every_worker_accepted_since(admin, &counted, "TLS handshakes after the reload").await;
 }
