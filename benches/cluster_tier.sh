@@ -9,6 +9,8 @@
 #
 # Cores (taskset): HAProxy on $LB_CORE, node i on the i-th of $NODE_CORES, wrk on $LOAD_CORE, the
 # Python origin on $ORIGIN_CORE; defaults for 2 cores: 0, "1 1 1", 0, 0. Every row prints them.
+# A row whose wrk saw errors or non-2xx answers stops the script with wrk's output and the
+# nodes' logs ($RUN/n*.log), rather than printing a rate of failures.
 # Run it on a quiet machine only (it is load):
 #
 #   cargo build --release && benches/cluster_tier.sh [BINARY]
@@ -69,11 +71,25 @@ wait_port "127.0.0.1:$ORIGIN"
 NODE_PIDS=()
 stop_nodes() {
     for pid in "${NODE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    NODE_PIDS=()
 }
 
-rps() {   # url-list base-url: wrk's requests/s
+start_node() {   # index, then edgecache's arguments: node i on its core, its log in $RUN/n$i.log
+    local i=$1
+    shift
+    RUST_LOG=warn taskset -c "${NODE_CORES[$i]}" "$BIN" --threads 1 -T off --no-watch "$@" \
+        2>>"$RUN/n$i.log" & PIDS+=($!); NODE_PIDS+=($!)
+    wait_port "127.0.0.1:${NODE_PORTS[$i]}"
+}
+
+rps() {   # url-list base-url: wrk's requests/s; any failed request stops the script
     URL_LIST=$1 taskset -c "$LOAD_CORE" wrk -t1 -c64 -d"${SECONDS_PER_ROW}s" -s "$RUN/urls.lua" "$2" \
-        | awk '/Requests\/sec/ {print $2}'
+        >"$RUN/wrk.out"
+    if grep -q "Non-2xx\|Socket errors" "$RUN/wrk.out"; then
+        { cat "$RUN/wrk.out"; tail -n 20 "$RUN"/n*.log; } >&2
+        exit 1
+    fi
+    awk '/Requests\/sec/ {print $2}' "$RUN/wrk.out"
 }
 
 warm() {   # url-list base-url: every URL requested once, so the rows measure hits
@@ -108,18 +124,17 @@ backend tier
 $servers
 EOF
     for ((i = 0; i < count; i++)); do
-        RUST_LOG=warn taskset -c "${NODE_CORES[$i]}" "$BIN" --threads 1 -T off --no-watch \
-            -a "127.0.0.1:${NODE_PORTS[$i]}" -b "127.0.0.1:$ORIGIN" & PIDS+=($!); NODE_PIDS+=($!)
-        wait_port "127.0.0.1:${NODE_PORTS[$i]}"
+        start_node "$i" -a "127.0.0.1:${NODE_PORTS[$i]}" -b "127.0.0.1:$ORIGIN"
     done
     taskset -c "$LB_CORE" haproxy -db -f "$RUN/haproxy.cfg" & PIDS+=($!)
     haproxy_pid=$!
     wait_port "127.0.0.1:$LB"
     warm "$RUN/all.txt" "http://127.0.0.1:$LB"
-    echo "| HAProxy + $count node(s) | $LB_CORE; ${NODE_CORES[*]:0:$count}; $LOAD_CORE; $ORIGIN_CORE | $(rps "$RUN/all.txt" "http://127.0.0.1:$LB") |"
+    # An assignment of its own, so that a failed row stops the script (set -e).
+    rate=$(rps "$RUN/all.txt" "http://127.0.0.1:$LB")
+    echo "| HAProxy + $count node(s) | $LB_CORE; ${NODE_CORES[*]:0:$count}; $LOAD_CORE; $ORIGIN_CORE | $rate |"
     kill "$haproxy_pid"; wait "$haproxy_pid" 2>/dev/null || true
     stop_nodes
-    NODE_PIDS=()
 done
 
 # Self-routing: a node's backend for itself must not be one of its own listen addresses, as
@@ -133,11 +148,9 @@ for i in 0 1 2; do
     policy=${policy//".host = \"10.0.0.1$((i + 1))\"; .port = \"6081\";"/".host = \"$HOST_IP\"; .port = \"${NODE_PORTS[$i]}\";"}
 done
 echo "$policy" >"$RUN/cluster.vcl"
-NODE_PIDS=()
 for i in 0 1 2; do
-    EDGECACHE_NODE="n$i" RUST_LOG=warn taskset -c "${NODE_CORES[$i]}" "$BIN" --threads 1 -T off \
-        --no-watch -a ":${NODE_PORTS[$i]}" -f "$RUN/cluster.vcl" & PIDS+=($!); NODE_PIDS+=($!)
-    wait_port "127.0.0.1:${NODE_PORTS[$i]}"
+    EDGECACHE_NODE="n$i" start_node "$i" -a ":${NODE_PORTS[$i]}" -f "$RUN/cluster.vcl"
+    wait_port "$HOST_IP:${NODE_PORTS[$i]}"   # where the other nodes' policy sends its URLs
 done
 warm "$RUN/all.txt" "http://127.0.0.1:${NODE_PORTS[0]}"
 : >"$RUN/owned.txt"; : >"$RUN/forwarded.txt"
@@ -146,6 +159,9 @@ while read -r url; do   # owned by node 0: stored there, as a hop asking only it
         -H 'X-Cluster-Hop: bench' "http://127.0.0.1:${NODE_PORTS[0]}$url")
     if [ "$status" = 200 ]; then echo "$url" >>"$RUN/owned.txt"; else echo "$url" >>"$RUN/forwarded.txt"; fi
 done <"$RUN/all.txt"
-echo "| self-routing, node 0, its own URLs ($(wc -l <"$RUN/owned.txt")) | -; ${NODE_CORES[*]}; $LOAD_CORE; $ORIGIN_CORE | $(rps "$RUN/owned.txt" "http://127.0.0.1:${NODE_PORTS[0]}") |"
-echo "| self-routing, node 0, URLs it forwards ($(wc -l <"$RUN/forwarded.txt")) | -; ${NODE_CORES[*]}; $LOAD_CORE; $ORIGIN_CORE | $(rps "$RUN/forwarded.txt" "http://127.0.0.1:${NODE_PORTS[0]}") |"
+rate=$(rps "$RUN/owned.txt" "http://127.0.0.1:${NODE_PORTS[0]}")
+echo "| self-routing, node 0, its own URLs ($(wc -l <"$RUN/owned.txt")) | -; ${NODE_CORES[*]}; $LOAD_CORE; $ORIGIN_CORE | $rate |"
+rate=$(rps "$RUN/forwarded.txt" "http://127.0.0.1:${NODE_PORTS[0]}")
+echo "| self-routing, node 0, URLs it forwards ($(wc -l <"$RUN/forwarded.txt")) | -; ${NODE_CORES[*]}; $LOAD_CORE; $ORIGIN_CORE | $rate |"
+stop_nodes   # before the origin goes, so no node logs a failed fetch on the way out
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
