@@ -36,29 +36,30 @@ fn pattern(len: usize, seed: u8) -> Bytes {
 /// current representation, and any other request with the whole of it; both fresh for a
 /// minute, with the representation's strong `ETag`.
 async fn ranged_origin(current: Arc<Mutex<Representation>>) -> Origin {
-    Origin::start(move |request| {
-        let now = current.lock().unwrap().clone();
-        let len = now.body.len() as u64;
-        let range = request
-            .headers()
-            .get("range")
-            .map(|value| value.to_str().unwrap().to_owned());
-        let reply = match range.as_deref().and_then(|value| value.strip_prefix("bytes=")) {
-            Some(spec) => {
-                let (first, last) = spec.split_once('-').expect("one int-range");
-                let first: u64 = first.parse().unwrap();
-                let last = last.parse::<u64>().map_or(len - 1, |last| last.min(len - 1));
-                OriginReply::with_status(206, now.body.slice(first as usize..=last as usize))
-                    .header("content-range", format!("bytes {first}-{last}/{len}"))
-            }
-            None => OriginReply::ok(now.body.clone()),
-        };
-        reply
-            .header("etag", now.etag)
-            .header("content-type", "application/octet-stream")
-            .cache_control("max-age=60")
-    })
-    .await
+    Origin::start(move |request| reply_from(&current.lock().unwrap(), request)).await
+}
+
+/// What [`ranged_origin`] answers `request` with when `now` is its representation.
+fn reply_from(now: &Representation, request: &http::Request<Bytes>) -> OriginReply {
+    let len = now.body.len() as u64;
+    let range = request
+        .headers()
+        .get("range")
+        .map(|value| value.to_str().unwrap().to_owned());
+    let reply = match range.as_deref().and_then(|value| value.strip_prefix("bytes=")) {
+        Some(spec) => {
+            let (first, last) = spec.split_once('-').expect("one int-range");
+            let first: u64 = first.parse().unwrap();
+            let last = last.parse::<u64>().map_or(len - 1, |last| last.min(len - 1));
+            OriginReply::with_status(206, now.body.slice(first as usize..=last as usize))
+                .header("content-range", format!("bytes {first}-{last}/{len}"))
+        }
+        None => OriginReply::ok(now.body.clone()),
+    };
+    reply
+        .header("etag", now.etag)
+        .header("content-type", "application/octet-stream")
+        .cache_control("max-age=60")
 }
 
 /// The `Range` of every request the origin got, in order (`"whole"` for none).
@@ -347,4 +348,41 @@ async fn purge_removes_the_stored_slices() {
     assert_eq!((again.status.as_u16(), again.cache()), (206, "MISS"));
     assert_eq!(again.body, body.slice(10..20));
     assert_eq!(ranges_asked(&origin), [slice_request(0), slice_request(0)]);
+}
+
+support::modes! {
+    differs_with_default_vcl = "slices bypass policy subs, and default.vcl defines vcl_hit/vcl_miss/vcl_backend_*";
+    /// RFC 9111 §3.4 while the body streams: the representation changes after the head went
+    /// out (the origin serves the new one from its third request on). The client's response
+    /// is cut short rather than finished with bytes of another representation, the stored
+    /// slices are dropped, and the next request is a plain miss for the new representation.
+    async fn a_representation_that_changes_mid_response_cuts_it_short() {
+        let old = Representation { body: pattern(1024 * 1024, 8), etag: "\"a\"" };
+        let new = Representation { body: pattern(1024 * 1024, 9), etag: "\"b\"" };
+        let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let fresh = new.clone();
+        let origin = Origin::start(move |request| {
+            let n = served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            reply_from(if n < 2 { &old } else { &fresh }, request)
+        })
+        .await;
+        let (_proxy, addr) = start_proxy(origin.addr, |config| config.slice_size = SLICE).await;
+
+        // Slice 0 learns the representation, slice 1 is fetched before the head, slice 2 is new.
+        let cut = support::try_get(addr, "/live", &[("range", "bytes=0-")]).await;
+        assert!(cut.is_err(), "the response is incomplete, not a mix: {cut:?}");
+        assert_eq!(
+            ranges_asked(&origin),
+            [slice_request(0), slice_request(1), slice_request(2)]
+        );
+
+        let whole = get(addr, "/live", &[]).await;
+        assert_eq!((whole.status.as_u16(), whole.header("etag")), (200, Some("\"b\"")));
+        assert!(whole.body == new.body, "the new representation only");
+        assert_eq!(
+            ranges_asked(&origin)[3..],
+            ["whole"],
+            "the old slices were dropped: nothing stored was used"
+        );
+    }
 }
