@@ -386,3 +386,29 @@ support::modes! {
         );
     }
 }
+
+support::modes! {
+    differs_with_policy = "with a policy, a request's no-store on the whole-object path makes the key hit-for-pass (builtin VCL path, before slices)";
+    /// RFC 9111 §5.2.1.5: a client's `no-store` keeps its response out of the cache and says
+    /// nothing about the URL: the next client's range is fetched by slices and stored.
+    async fn a_range_with_no_store_stores_nothing_and_marks_nothing() {
+        let body = pattern(300_000, 10);
+        let current = Arc::new(Mutex::new(Representation { body: body.clone(), etag: "\"n\"" }));
+        let origin = ranged_origin(current).await;
+        let (_proxy, addr) = start_proxy(origin.addr, |config| config.slice_size = SLICE).await;
+
+        // Left to the whole-object path, which answers the range or the whole (both correct).
+        let private = get(addr, "/n", &[("range", "bytes=0-9"), ("cache-control", "no-store")]).await;
+        match private.status.as_u16() {
+            206 => assert!(private.body == body.slice(..10)),
+            200 => assert!(private.body == body),
+            other => panic!("status {other}"),
+        }
+        let first = get(addr, "/n", &[("range", "bytes=0-9")]).await;
+        assert_eq!((first.status.as_u16(), first.cache()), (206, "MISS"));
+        let second = get(addr, "/n", &[("range", "bytes=0-9")]).await;
+        assert_eq!((second.status.as_u16(), second.cache()), (206, "HIT"));
+        assert_eq!(second.body, body.slice(..10));
+        assert_eq!(ranges_asked(&origin)[1..], [slice_request(0)], "the second request stored it");
+    }
+}

@@ -47,7 +47,7 @@ use crate::version::Version;
 
 /// Whether the lookup of `request` (nothing stored whole under `key`) is answered here: a
 /// `GET` or `HEAD` of a representation the cache holds slices of or knows to be too large,
-/// or, when `key` is not hit-for-pass, a `GET` with one `Range`.
+/// or, when `key` is not hit-for-pass, a `GET` with one `Range` and without `no-store`.
 pub(super) fn serves(route: Route<'_>, request: &Parts, key: &CacheKey, hit_for_pass: bool) -> bool {
     if !route.shared.slices_for(route.version) {
         return false;
@@ -59,7 +59,10 @@ pub(super) fn serves(route: Route<'_>, request: &Parts, key: &CacheKey, hit_for_
     if route.shared.cache.partials.known(key).is_some() {
         return true;
     }
-    get && !hit_for_pass && single_range(&request.headers).is_some()
+    // A client's `no-store` stores nothing: its range is left to the whole-object path.
+    get && !hit_for_pass
+        && single_range(&request.headers).is_some()
+        && !RequestDirectives::from_headers(&request.headers).no_store
 }
 
 /// The request's `Range` when it is one line naming one range.
@@ -483,10 +486,13 @@ impl Slicer {
 
     /// The slice request's answer was a `206` the cache cannot keep: the request goes to the
     /// origin as it is, and the key is remembered as hit-for-pass so the next ones do not
-    /// try slices first.
+    /// try slices first. Not when the client's own `no-store` was the reason (RFC 9111
+    /// §5.2.1.5): that says nothing about the URL.
     async fn passed(&self, route: Route<'_>) -> (Response<ProxyBody>, CacheState) {
-        self.shared.cache.partials.remove(&self.key);
-        self.shared.cache.coalescer.mark_hit_for_pass(self.key.clone());
+        if !RequestDirectives::from_headers(&self.request.headers).no_store {
+            self.shared.cache.partials.remove(&self.key);
+            self.shared.cache.coalescer.mark_hit_for_pass(self.key.clone());
+        }
         Box::pin(fetch::hit_for_pass(route, &self.request, self.key.clone())).await
     }
 
