@@ -82,6 +82,11 @@ const GET: Step = Step::Send {
     headers: &[],
 };
 
+const UNKNOWN_METHOD: Step = Step::Send {
+    method: "M-SEARCH",
+    headers: &[],
+};
+
 struct Case {
     path: &'static str,
     steps: Vec<Step>,
@@ -99,6 +104,7 @@ fn matrix_reply(request: &http::Request<Bytes>) -> OriginReply {
             OriginReply::ok(body).cache_control("max-age=600")
         }
         "/no-store" => OriginReply::ok(body).cache_control("no-store"),
+        "/no-cache" => OriginReply::ok(body).cache_control("no-cache, max-age=600"),
         "/private" => OriginReply::ok(body).cache_control("private, max-age=600"),
         "/set-cookie" => OriginReply::ok(body)
             .cache_control("max-age=600")
@@ -279,19 +285,26 @@ fn matrix() -> Vec<Case> {
         },
         Case {
             path: "/vary-star",
+            steps: get3.clone(),
+            expect: &["PASS", "PASS", "PASS"],
+        },
+        // Never reused without the origin (RFC 9111 §5.2.2.4; no validators to revalidate
+        // with), with or without a policy.
+        Case {
+            path: "/no-cache",
             steps: get3,
             expect: &["PASS", "PASS", "PASS"],
         },
-        // Excluded, because edgecache's no-policy mode deliberately differs from Varnish's
-        // builtin VCL (which default.vcl spells out):
-        // * a `Cache-Control: no-cache` response: RFC 9111 mode stores it and revalidates on
-        //   every use; the builtin VCL makes it hit-for-miss (not stored).
-        // * methods outside GET/HEAD/PUT/POST/TRACE/OPTIONS/DELETE/PATCH: no policy passes them
-        //   to the origin; the builtin VCL would pipe them, which edgecache replaces with
-        //   `synth(501)`.
-        // * `PURGE`: no policy has a native PURGE (allowed networks from --purge-allow); the
-        //   builtin VCL knows no PURGE method (501). Purging with a policy is the policy's job
-        //   (see policy_phases.rs).
+        // A method outside Varnish's list reaches the origin either way (the builtin's
+        // `vcl_req_method` passes it here rather than piping it).
+        Case {
+            path: "/cacheable",
+            steps: vec![UNKNOWN_METHOD, GET, UNKNOWN_METHOD],
+            expect: &["PASS", "MISS", "PASS"],
+        },
+        // Excluded: `PURGE`. Without a policy edgecache purges natively (from the networks
+        // --purge-allow names); the builtin VCL knows no PURGE method. Purging with a policy is
+        // the policy's job (see policy_phases.rs).
     ]
 }
 
