@@ -10,6 +10,7 @@
 //!
 //! This module never calls a backend: `proxy::partial` fetches the missing slices.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +65,10 @@ impl Representation {
 #[derive(Clone)]
 pub(crate) struct Partials {
     known: Cache<CacheKey, Known>,
+    /// Whether anything was ever put in `known`: until then the misses, passes and purges
+    /// that ask need not hash their key into it (most caches never see a range or an object
+    /// too large to store whole).
+    any_known: Arc<AtomicBool>,
     store: Store,
 }
 
@@ -73,11 +78,18 @@ impl Partials {
             .max_capacity(MAX_INDEXED)
             .expire_after(RememberFor)
             .build();
-        Partials { known, store }
+        Partials {
+            known,
+            any_known: Arc::default(),
+            store,
+        }
     }
 
     pub fn known(&self, key: &CacheKey) -> Option<Known> {
-        self.known.get(key)
+        self.any_known
+            .load(Ordering::Relaxed)
+            .then(|| self.known.get(key))
+            .flatten()
     }
 
     /// Remembers that `key`'s representation, whose response with `fields` is too large to
@@ -86,12 +98,14 @@ impl Partials {
     pub fn remember_too_large(&self, key: &CacheKey, fields: &HeaderMap) {
         if rules::strong_validator(fields).is_some() && !fields.contains_key(http::header::VARY) {
             self.known.entry_by_ref(key).or_insert_with(|| Known::TooLarge);
+            self.any_known.store(true, Ordering::Relaxed);
         }
     }
 
     /// Records `representation` as what `key`'s parts are now.
     pub fn describe(&self, key: &CacheKey, representation: Arc<Representation>) {
         self.known.insert(key.clone(), Known::Sliced(representation));
+        self.any_known.store(true, Ordering::Relaxed);
     }
 
     /// The stored slice `index` of `representation` under `key`, if it is still in the store.
@@ -113,7 +127,7 @@ impl Partials {
 
     /// The stored slices of `key`'s representation.
     pub fn slices(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
-        let Some(Known::Sliced(representation)) = self.known.get(key) else {
+        let Some(Known::Sliced(representation)) = self.known(key) else {
             return Vec::new();
         };
         (0..representation.slice_count())
@@ -124,6 +138,9 @@ impl Partials {
     /// Forgets `key`'s representation and removes its slices (a purge, or parts of another
     /// representation arrived, RFC 9111 §3.4). Returns whether anything was known.
     pub fn remove(&self, key: &CacheKey) -> bool {
+        if !self.any_known.load(Ordering::Relaxed) {
+            return false;
+        }
         let Some(known) = self.known.remove(key) else {
             return false;
         };
