@@ -712,7 +712,7 @@ async fn vcl_steps(
     let mut session = Box::new(ClientSession::new(parts, client, version, xid, &shared.cache));
     session.esi = esi;
     session.lookups = shared.lookups;
-    session.peers = shared.peers.get().cloned();
+    session.peers = shared.peers.get();
     loop {
         session.recv_by_builtin = false;
         let mut action = if program.has_sub(Sub::Recv) {

@@ -309,7 +309,7 @@ pub(super) struct ClientSession<'a> {
     /// The request's cache key, in `vcl_hit` and `vcl_miss`, for `purge.hard()` / `purge.soft()`.
     pub key: Option<crate::cache::key::CacheKey>,
     /// Where `xkey.*` and `purge.*` purges are forwarded too (`--peers`); the driver sets it.
-    pub peers: Option<Arc<crate::peers::Peers>>,
+    pub peers: Option<&'a Arc<crate::peers::Peers>>,
     /// The request's trace, when someone listens (`GET /log`), and the `return` deciding the
     /// sub being run (see `trace::call`).
     pub trace: Option<Trace>,
@@ -677,7 +677,7 @@ impl Context for ClientSession<'_> {
 
     fn purge_keys(&self, keys: &str, soft: bool) -> i64 {
         let purged = self.cache.purge_keys(keys, soft);
-        super::share(self.peers.as_ref(), || crate::peers::Invalidation::Keys {
+        super::share(self.peers, || crate::peers::Invalidation::Keys {
             list: keys.to_string(),
             soft,
         });
@@ -694,7 +694,7 @@ impl Context for ClientSession<'_> {
             variants
         };
         tracing::info!(target: "edgecache::vcl", xid = self.xid, soft, objects = purged, "purge of the request's key");
-        super::share(self.peers.as_ref(), || crate::peers::Invalidation::Hash {
+        super::share(self.peers, || crate::peers::Invalidation::Hash {
             key: key.as_bytes().to_vec(),
             soft,
         });
