@@ -348,18 +348,22 @@ async fn fetch_all(client: &Client, front: SocketAddr) {
     }
 }
 
-#[test]
-fn tier_behind_haproxy_stores_each_url_once_and_purges_everywhere() {
+/// The tier's namespaces (three nodes and the origin), or `None`, with the reason on stderr,
+/// where they cannot be made (not root, no `ip netns`).
+fn tier_namespaces() -> Option<Namespaces> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("SKIPPED: tests/cluster.rs makes network namespaces (ip netns add), which needs root");
-        return;
+        return None;
     }
-    let namespaces = match Namespaces::create(&["n0", "n1", "n2", "origin"]) {
-        Ok(namespaces) => namespaces,
-        Err(error) => {
-            eprintln!("SKIPPED: network namespaces cannot be made here: {error}");
-            return;
-        }
+    Namespaces::create(&["n0", "n1", "n2", "origin"])
+        .map_err(|error| eprintln!("SKIPPED: network namespaces cannot be made here: {error}"))
+        .ok()
+}
+
+#[test]
+fn tier_behind_haproxy_stores_each_url_once_and_purges_everywhere() {
+    let Some(namespaces) = tier_namespaces() else {
+        return;
     };
     let dir = tempfile::Builder::new()
         .prefix("edgecache-cluster-")
@@ -601,16 +605,8 @@ async fn a_purge_reaches_every_peer_once_and_names_the_one_that_is_down() {
 /// others' probes see a killed node sick, only its URLs move.
 #[test]
 fn self_routing_stores_each_url_on_one_node() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED: tests/cluster.rs makes network namespaces (ip netns add), which needs root");
+    let Some(namespaces) = tier_namespaces() else {
         return;
-    }
-    let namespaces = match Namespaces::create(&["n0", "n1", "n2", "origin"]) {
-        Ok(namespaces) => namespaces,
-        Err(error) => {
-            eprintln!("SKIPPED: network namespaces cannot be made here: {error}");
-            return;
-        }
     };
     let mut policy = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cluster.vcl"))
         .expect("examples/cluster.vcl");
