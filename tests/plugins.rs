@@ -580,7 +580,13 @@ fn postpone_policy(config: &str, on_error: &str) -> String {
     format!(
         r#"vcl 4.1;
 plugin hold {{ .path = "{}"; .config = "{config}"; .vm_config = "vm-a"; .on_error = {on_error}; }}
-sub vcl_recv {{ plugin.request(hold); return (pass); }}
+sub vcl_recv {{
+    # Run again after the pause from the request as it was: the plugin's own stamp, written
+    # just before it paused, is not there yet.
+    if (req.http.x-postponed) {{ return (synth(500, "saw the plugin's write before its call")); }}
+    plugin.request(hold);
+    return (pass);
+}}
 "#,
         wasm("postpone.wasm")
     )
@@ -608,6 +614,11 @@ async fn postponed_requests_are_resumed_by_the_plugin_tick() {
             .unwrap();
         assert!(tick >= 1);
         assert_eq!(seen.header("x-postpone-vm"), Some("vm-a"), "from .vm_config");
+        assert_eq!(
+            seen.header("x-postponed"),
+            Some("held"),
+            "written before the pause"
+        );
     }
     let straight = get(addr, "/now", &[("x-no-postpone", "1")]).await;
     assert_eq!(straight.status, StatusCode::OK);

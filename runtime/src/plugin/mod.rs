@@ -73,7 +73,7 @@ pub use sandbox::Limits;
 pub use upstream::{
     GrpcEvent, GrpcEventSender, GrpcRequest, UpstreamCall, UpstreamSet, UpstreamTask, Upstreams,
 };
-pub use view::{LocalResponse, RequestView, ResponseView, Verdict};
+pub use view::{LocalResponse, RequestView, ResponseView, Undo, Verdict};
 
 pub use stream::PluginStream;
 

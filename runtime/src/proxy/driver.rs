@@ -723,7 +723,7 @@ async fn vcl_steps(
             action
         };
         // Plugins that read bodies see the request's before it goes anywhere.
-        if !version.plugins.is_empty() {
+        if session.plugins.reads_request_body() {
             let reading = session
                 .plugins
                 .request_body(version, &mut session.req, Some(client), &mut body);
@@ -890,7 +890,7 @@ async fn vcl_steps(
                 let response = esi_assembled(shared, version, &session, response);
                 let response = gzip::decoded_unless_accepted(response, &session.req.headers);
                 // Plugins that read bodies see this one before its head is sent.
-                if version.plugins.is_empty() {
+                if !session.plugins.reads_response_body() {
                     return (response, state);
                 }
                 let client = Some(session.client);

@@ -28,7 +28,7 @@ use policy_lang::{Action, OnError, PluginId, PluginOutcome};
 use super::synth;
 use crate::cache::body::{BoxError, ProxyBody};
 
-use crate::plugin::{LocalResponse, PluginError, PluginStream, RequestView, ResponseView, Verdict};
+use crate::plugin::{LocalResponse, PluginError, PluginStream, RequestView, ResponseView, Undo, Verdict};
 use crate::version::Version;
 
 /// The plugin streams one session has opened.
@@ -60,6 +60,10 @@ pub(super) struct PluginCalls {
     request_body_readers: Vec<PluginId>,
     /// The request body as those plugins left it, for the origin.
     pub rewritten_body: Option<bytes::Bytes>,
+    /// What the plugins' writes replaced in the session's request and response, while the
+    /// session records them ([`PluginCalls::record_writes`]).
+    req_undo: Undo,
+    resp_undo: Undo,
 }
 
 /// The plugins `vcl_backend_response` ran whose response phase reads bodies (`.max_body`),
@@ -130,11 +134,14 @@ impl PluginCalls {
             note_body_reader(&mut self.request_body_readers, version, id, settled.outcome);
             return settled.outcome;
         }
+        let undo = self.req_undo.fresh();
         let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
         };
         let mut view = lend_request(req, client);
+        view.undo = undo;
         let result = stream.on_request_headers(&mut view);
+        self.req_undo.extend(std::mem::take(&mut view.undo));
         if matches!(result, Ok(Verdict::Paused)) {
             take_back_request(req, view);
             self.paused = Some(id);
@@ -204,6 +211,33 @@ impl PluginCalls {
         self.replaying = true;
     }
 
+    /// From now on, keeps what the plugins' writes replace in the session's request and
+    /// response, so that [`PluginCalls::undo_writes`] can put it back.
+    pub fn record_writes(&mut self) {
+        (self.req_undo, self.resp_undo) = (Undo::recording(), Undo::recording());
+    }
+
+    /// Stops recording, forgetting what was recorded.
+    pub fn forget_writes(&mut self) {
+        (self.req_undo, self.resp_undo) = (Undo::default(), Undo::default());
+    }
+
+    /// Puts `req` (and `resp`: its status and headers) back as they were before the recorded
+    /// writes, and stops recording.
+    pub fn undo_writes(&mut self, req: &mut Parts, resp: Option<(&mut StatusCode, &mut HeaderMap)>) {
+        let req_undo = std::mem::take(&mut self.req_undo);
+        req_undo.restore_request(&mut req.method, &mut req.uri, &mut req.headers);
+        let resp_undo = std::mem::take(&mut self.resp_undo);
+        if let Some((status, headers)) = resp {
+            resp_undo.restore_response(status, headers);
+        }
+    }
+
+    /// The sub runs again after a pause: its plugin calls are answered from the first run.
+    pub fn replaying(&self) -> bool {
+        self.replaying
+    }
+
     /// The sub is over (it did not end with a pause).
     pub fn run_done(&mut self) {
         self.settled.clear();
@@ -232,6 +266,7 @@ impl PluginCalls {
         }
         // Only the backend side has no client: its sub cannot wait for a pause.
         let backend_side = client.is_none();
+        let undo = (self.req_undo.fresh(), self.resp_undo.fresh());
         let Some(stream) = self.stream(version, id) else {
             return PluginOutcome::Continue;
         };
@@ -239,16 +274,20 @@ impl PluginCalls {
         let no_body = has_no_body(&request.method, *status, headers);
         let mut response = ResponseView::new(*status, std::mem::take(headers));
         response.end_of_stream = no_body;
+        (request.undo, response.undo) = undo;
         let mut result = stream.on_response_headers(Some(&mut request), &mut response);
-        if matches!(result, Ok(Verdict::Paused)) {
-            if !backend_side {
-                take_back_request(req, request);
-                (*status, *headers) = (response.status, response.headers);
-                self.paused = Some(id);
-                return PluginOutcome::Paused;
-            }
+        let paused = matches!(result, Ok(Verdict::Paused));
+        if paused && backend_side {
             stream.release_pause();
             result = Ok(Verdict::Continue);
+        }
+        self.req_undo.extend(std::mem::take(&mut request.undo));
+        self.resp_undo.extend(std::mem::take(&mut response.undo));
+        if paused && !backend_side {
+            take_back_request(req, request);
+            (*status, *headers) = (response.status, response.headers);
+            self.paused = Some(id);
+            return PluginOutcome::Paused;
         }
         let outcome = self.outcome(version, id, result);
         note_body_reader(&mut self.body_readers, version, id, outcome);
@@ -257,6 +296,17 @@ impl PluginCalls {
         take_back_request(req, request);
         (*status, *headers) = (response.status, response.headers);
         outcome
+    }
+
+    /// A plugin whose request phase ran in `vcl_recv` reads the request body: worth calling
+    /// [`PluginCalls::request_body`] (whose future, boxed, costs a hit more than the check).
+    pub fn reads_request_body(&self) -> bool {
+        !self.request_body_readers.is_empty()
+    }
+
+    /// The same for the response phase in `vcl_deliver` ([`PluginCalls::response_body`]).
+    pub fn reads_response_body(&self) -> bool {
+        !self.body_readers.is_empty()
     }
 
     /// The body callbacks (`proxy_on_request_body`) of the plugins whose request phase ran in

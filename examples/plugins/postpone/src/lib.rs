@@ -4,6 +4,8 @@
 //! last tick, stamping each with `x-postponed-tick: N` (the tick's number) so the origin sees it
 //! went through a tick.
 //!
+//! A held request is stamped `x-postponed: held` before it pauses (a write the policy's sub,
+//! run again from the request as it was, does not see before the plugin's call).
 //! Requests carrying `x-no-postpone` pass straight through.
 //!
 //! Plugin configuration: `tick_ms=N` (default 100). VM configuration (the policy's
@@ -105,6 +107,7 @@ impl HttpContext for Postponed {
         if self.get_http_request_header("x-no-postpone").is_some() {
             return Action::Continue;
         }
+        self.set_http_request_header("x-postponed", Some("held"));
         WAITING.with(|w| w.borrow_mut().push(self.context_id));
         Action::Pause
     }

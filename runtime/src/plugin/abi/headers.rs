@@ -19,7 +19,7 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 use wasmtime::{Caller, Linker};
 
 use super::{hand_over, memory, once, range, read, status, write_u32, HostState};
-use crate::plugin::view::{RequestView, ResponseView};
+use crate::plugin::view::{RequestView, ResponseView, Undo};
 
 const REQUEST_HEADERS: i32 = 0;
 const REQUEST_TRAILERS: i32 = 1;
@@ -210,9 +210,15 @@ fn request_write(req: &mut RequestView, name: &[u8], value: &[u8], op: Op) -> Wr
     match name {
         b":path" => {
             let pq = PathAndQuery::try_from(value).map_err(|_| "invalid :path")?;
-            req.uri = set_uri_parts(&req.uri, |p| p.path_and_query = Some(pq))?;
+            let uri = set_uri_parts(&req.uri, |p| p.path_and_query = Some(pq))?;
+            req.undo.uri(&req.uri);
+            req.uri = uri;
         }
-        b":method" => req.method = Method::from_bytes(value).map_err(|_| "invalid :method")?,
+        b":method" => {
+            let method = Method::from_bytes(value).map_err(|_| "invalid :method")?;
+            req.undo.method(&req.method);
+            req.method = method;
+        }
         b":scheme" => {
             let s = std::str::from_utf8(value).map_err(|_| "invalid :scheme")?;
             req.scheme = s.parse::<Scheme>().map_err(|_| "invalid :scheme")?;
@@ -221,13 +227,17 @@ fn request_write(req: &mut RequestView, name: &[u8], value: &[u8], op: Op) -> Wr
             let auth = Authority::try_from(value).map_err(|_| "invalid :authority")?;
             let host = HeaderValue::from_bytes(value).map_err(|_| "invalid :authority")?;
             if req.uri.authority().is_some() {
-                req.uri = set_uri_parts(&req.uri, |p| p.authority = Some(auth))?;
+                let uri = set_uri_parts(&req.uri, |p| p.authority = Some(auth))?;
+                req.undo.uri(&req.uri);
+                req.uri = uri;
             }
+            req.undo.header(&req.headers, &HOST);
             req.headers.insert(HOST, host);
         }
         _ if name.starts_with(b":") => return Err("unknown pseudo-header"),
         _ => {
             let (name, value) = header(name, value)?;
+            req.undo.header(&req.headers, &name);
             match op {
                 Op::Add => {
                     req.headers.append(name, value);
@@ -249,11 +259,13 @@ fn response_write(resp: &mut ResponseView, name: &[u8], value: &[u8], op: Op) ->
                 .and_then(|s| s.trim().parse::<u16>().ok())
                 .and_then(|c| StatusCode::from_u16(c).ok())
                 .ok_or("invalid :status")?;
+            resp.undo.status(resp.status);
             resp.status = code;
         }
         _ if name.starts_with(b":") => return Err("unknown pseudo-header"),
         _ => {
             let (name, value) = header(name, value)?;
+            resp.undo.header(&resp.headers, &name);
             match op {
                 Op::Add => {
                     resp.headers.append(name, value);
@@ -267,8 +279,9 @@ fn response_write(resp: &mut ResponseView, name: &[u8], value: &[u8], op: Op) ->
     Ok(())
 }
 
-fn remove(headers: &mut HeaderMap, name: &[u8]) {
+fn remove(headers: &mut HeaderMap, undo: &mut Undo, name: &[u8]) {
     if let Ok(name) = HeaderName::from_bytes(name) {
+        undo.header(headers, &name);
         headers.remove(name);
     }
 }
@@ -356,7 +369,7 @@ fn set_pairs(mut caller: Caller<'_, HostState>, map: i32, ptr: i32, len: i32) ->
     match target(state, map) {
         Target::Request => {
             let req = state.req.as_mut().expect("checked");
-            req.headers.clear();
+            req.undo.headers(&mut req.headers);
             for (k, v) in pairs {
                 if let Err(e) = request_write(req, k, v, Op::Add) {
                     failed = Some((e, k.to_vec()));
@@ -365,7 +378,7 @@ fn set_pairs(mut caller: Caller<'_, HostState>, map: i32, ptr: i32, len: i32) ->
         }
         Target::Response => {
             let resp = state.resp.as_mut().expect("checked");
-            resp.headers.clear();
+            resp.undo.headers(&mut resp.headers);
             for (k, v) in pairs {
                 if let Err(e) = response_write(resp, k, v, Op::Add) {
                     failed = Some((e, k.to_vec()));
@@ -472,8 +485,14 @@ fn remove_value(mut caller: Caller<'_, HostState>, map: i32, kp: i32, kl: i32) -
     let state = caller.data_mut();
     match target(state, map) {
         // Pseudo-headers cannot be removed; the call is a no-op for them.
-        Target::Request => remove(&mut state.req.as_mut().expect("checked").headers, &k),
-        Target::Response => remove(&mut state.resp.as_mut().expect("checked").headers, &k),
+        Target::Request => {
+            let req = state.req.as_mut().expect("checked");
+            remove(&mut req.headers, &mut req.undo, &k);
+        }
+        Target::Response => {
+            let resp = state.resp.as_mut().expect("checked");
+            remove(&mut resp.headers, &mut resp.undo, &k);
+        }
         Target::CallResponse | Target::Empty => {}
         Target::Unknown => return status::NOT_FOUND,
     }
