@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use super::Context;
 use crate::compile::Program;
 use crate::tree::{Expr, Func, PurgeFn, UnixFn};
+use crate::vocab::pattern::find_byte;
 use crate::vocab::{Value, Var};
 
 pub(super) fn call<'a>(p: &'a Program, f: Func, args: &'a [Expr], ctx: &'a dyn Context) -> Value<'a> {
@@ -211,7 +212,9 @@ fn parse_bytes(s: &str) -> Option<u64> {
 
 /// Sorts query parameters (stable, by the whole `k=v` pair as Varnish does).
 fn querysort(url: Cow<'_, str>) -> Cow<'_, str> {
-    let Some(q) = url.find('?') else { return url };
+    let Some(q) = find_byte(url.as_bytes(), b'?') else {
+        return url;
+    };
     let (path, query) = url.split_at(q);
     let query = &query[1..];
     let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
@@ -237,6 +240,13 @@ mod tests {
         assert_eq!(querysort(Cow::Borrowed("/a?b=1&a=2")), "/a?a=2&b=1");
         assert!(matches!(querysort(Cow::Borrowed("/a?a=1&b=2")), Cow::Borrowed(_)));
         assert_eq!(querysort(Cow::Borrowed("/a")), "/a");
+        // Past the length where the `?` is looked for with memchr.
+        let long = "/wp-content/uploads/2024/05/photo.jpg";
+        assert!(matches!(querysort(Cow::Borrowed(long)), Cow::Borrowed(_)));
+        assert_eq!(
+            querysort(Cow::Owned(format!("{long}?w=300&h=200"))),
+            format!("{long}?h=200&w=300")
+        );
     }
 
     #[test]

@@ -46,6 +46,16 @@ pub(crate) enum Starts {
 /// Subjects shorter than this are scanned byte by byte.
 const SHORT_SUBJECT: usize = 32;
 
+/// Where `byte` first occurs in `hay`: byte by byte on a short subject, where memchr's vector
+/// search (and `str::find`'s, which is memchr behind a char searcher) costs more to set up.
+pub(crate) fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
+    if hay.len() < SHORT_SUBJECT {
+        hay.iter().position(|h| *h == byte)
+    } else {
+        memchr::memchr(byte, hay)
+    }
+}
+
 /// How many literal prefixes of a `^` pattern are worth comparing one by one.
 const MAX_ANCHORED_PREFIXES: usize = 8;
 
@@ -92,9 +102,15 @@ impl Starts {
             Starts::AtStartWith(prefixes) => prefixes.iter().any(|p| s.starts_with(p.as_str())),
             Starts::AtByte(bytes) => {
                 let hay = s.as_bytes();
-                // memchr's vector search costs more to set up than a short URL takes to scan.
+                // memchr's vector search costs more to set up than a short URL takes to scan;
+                // so does `bytes.contains`, a call per byte of the subject.
                 if hay.len() < SHORT_SUBJECT {
-                    return hay.iter().any(|b| bytes.contains(b));
+                    return match bytes.as_slice() {
+                        [a] => hay.iter().any(|h| h == a),
+                        [a, b] => hay.iter().any(|h| h == a || h == b),
+                        [a, b, c] => hay.iter().any(|h| h == a || h == b || h == c),
+                        _ => true,
+                    };
                 }
                 match bytes.as_slice() {
                     [a] => memchr::memchr(*a, hay).is_some(),
@@ -322,6 +338,8 @@ mod tests {
         // A match that may be empty or start with any of many bytes: nothing known. A multi-line
         // `^` still starts its matches with the literal.
         assert_eq!(starts("a*b"), Starts::AtByte(vec![b'a', b'b']));
+        assert_eq!(starts("(x|y|=)_"), Starts::AtByte(vec![b'=', b'x', b'y']));
+        assert_eq!(starts("(x|y|z|=)_"), Starts::Anywhere);
         assert_eq!(starts("x?"), Starts::Anywhere);
         assert_eq!(starts("[a-z]+="), Starts::Anywhere);
         assert_eq!(starts("(?m)^x"), Starts::AtByte(vec![b'x']));
@@ -378,11 +396,20 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn rejecting_by_prefix_agrees_with_the_regex_on_any_subject(s in "[a-zA-Z/?&=_.é-]{0,24}") {
-            for p in ["(\\?|&)(utm_[a-z]+|fbclid)=", "^/wp-(admin|login)", "(?i)\\.(css|js)$", "^(GET|HEAD)$", "a*b"] {
+        fn rejecting_by_prefix_agrees_with_the_regex_on_any_subject(s in "[a-zA-Z/?&=_.é-]{0,48}") {
+            // One, two and three first bytes (each scanned on short and long subjects), and
+            // four (nothing known).
+            for p in ["(\\?|&)(utm_[a-z]+|fbclid)=", "^/wp-(admin|login)", "(?i)\\.(css|js)$", "^(GET|HEAD)$", "a*b", "(x|y|=)_", "(x|y|z|=)_"] {
                 let plain = regex::Regex::new(p).unwrap();
                 proptest::prop_assert_eq!(pattern(p).is_match(&s), plain.is_match(&s), "{} on {:?}", p, s);
             }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn find_byte_agrees_with_str_find(s in "[a-z/?&=é]{0,80}", byte in proptest::sample::select(b"?&=/x".to_vec())) {
+            proptest::prop_assert_eq!(find_byte(s.as_bytes(), byte), s.find(char::from(byte)));
         }
     }
 
