@@ -262,6 +262,47 @@ fn restart_and_custom_subs() {
 }
 
 #[test]
+fn if_elsif_else_run_the_first_branch_that_holds_and_returns_inside_them_end_the_sub() {
+    // Top-level `if`s are run by the block and nested ones by `exec`: both ways agree, and a
+    // `return` in a branch (bare in a custom sub, with an action in a method) ends its sub.
+    let p = program(&format!(
+        "{EMPTY}sub pick {{\n\
+         if (req.url ~ \"^/leave\") {{ set req.http.P = \"left\"; return; }}\n\
+         set req.http.P = \"fell through\";\n\
+         }}\n\
+         sub vcl_recv {{\n\
+         if (req.url == \"/a\") {{ set req.http.B = \"a\"; }}\n\
+         elsif (req.url ~ \"^/b\") {{ set req.http.B = \"b\"; if (req.url == \"/b/pass\") {{ return (pass); }} }}\n\
+         elsif (req.url ~ \"^/leave\") {{ call pick; set req.http.After = \"1\"; }}\n\
+         else {{ set req.http.B = \"else\"; if (req.method == \"GET\") {{ }} else {{ return (synth(418)); }} }}\n\
+         if (req.http.B) {{ set req.http.Seen = req.http.B; }}\n\
+         }}"
+    ));
+    let run = |method: &str, url: &str| {
+        let mut c = TestContext::request(method, url);
+        let action = p.run(Sub::Recv, &mut c);
+        let header = |name: &str| c.get_header(Scope::Req, name).unwrap_or_default();
+        (action, header("b"), header("seen"), header("p"), header("after"))
+    };
+    let s = String::from;
+    assert_eq!(run("GET", "/a"), (Action::Lookup, s("a"), s("a"), s(""), s("")));
+    assert_eq!(run("GET", "/b/x"), (Action::Lookup, s("b"), s("b"), s(""), s("")));
+    assert_eq!(run("GET", "/b/pass"), (Action::Pass, s("b"), s(""), s(""), s("")));
+    assert_eq!(
+        run("GET", "/leave"),
+        (Action::Lookup, s(""), s(""), s("left"), s("1"))
+    );
+    assert_eq!(
+        run("GET", "/z"),
+        (Action::Lookup, s("else"), s("else"), s(""), s(""))
+    );
+    assert_eq!(
+        run("PUT", "/z"),
+        (synth(418, "I'm a teapot"), s("else"), s(""), s(""), s(""))
+    );
+}
+
+#[test]
 fn arithmetic_types_and_std() {
     let p = program(
         &format!(

@@ -61,12 +61,39 @@ impl Program {
 
     fn exec_block(&self, stmts: &[Stmt], sub: Sub, ctx: &mut dyn Context) -> Flow {
         for s in stmts {
-            match self.exec(s, sub, ctx) {
+            // Most statements of most subs are `if`s: run here, without `exec`'s call and frame.
+            let flow = match s {
+                Stmt::If(branches, otherwise) => self.exec_if(branches, otherwise, sub, ctx),
+                other => self.exec(other, sub, ctx),
+            };
+            match flow {
                 Flow::Next => {}
                 other => return other,
             }
         }
         Flow::Next
+    }
+
+    /// An `if` (with its `elsif`s and `else`): the body of the first branch whose condition
+    /// holds, else `otherwise`.
+    #[inline(always)]
+    fn exec_if(
+        &self,
+        branches: &[(Expr, Vec<Stmt>)],
+        otherwise: &[Stmt],
+        sub: Sub,
+        ctx: &mut dyn Context,
+    ) -> Flow {
+        for (c, body) in branches {
+            if self.cond_with_effects(c, ctx) {
+                return self.exec_block(body, sub, ctx);
+            }
+        }
+        if otherwise.is_empty() {
+            Flow::Next
+        } else {
+            self.exec_block(otherwise, sub, ctx)
+        }
     }
 
     /// `sub` is the method being run (custom subs run in their caller's).
@@ -96,16 +123,7 @@ impl Program {
                 ctx.set_header(*scope, name, s);
             }
             Stmt::UnsetHeader(scope, name) => ctx.unset_header(*scope, name),
-            Stmt::If(branches, otherwise) => {
-                for (c, body) in branches {
-                    if self.cond_with_effects(c, ctx) {
-                        return self.exec_block(body, sub, ctx);
-                    }
-                }
-                if !otherwise.is_empty() {
-                    return self.exec_block(otherwise, sub, ctx);
-                }
-            }
+            Stmt::If(branches, otherwise) => return self.exec_if(branches, otherwise, sub, ctx),
             Stmt::Return(r, at) => {
                 ctx.returned(*at);
                 return Flow::Done(self.ret(r, &*ctx));
