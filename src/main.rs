@@ -14,11 +14,13 @@ use edgecache_runtime::config::{
 use edgecache_runtime::{Config, ConfigError};
 use policy_lang::PolicyFormat;
 
+mod allocator;
+
 /// mimalloc: fewer instructions per request than the system allocator on every path measured
 /// (docs/BENCHMARKS.md, "Session 7: allocator and LTO"). The library and its tests keep the
 /// system allocator.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::MiMalloc = allocator::MiMalloc;
 
 /// `--version`: the release, the commit and the build profile (stamped by build.rs).
 const VERSION: &str = concat!(

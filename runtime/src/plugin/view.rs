@@ -192,6 +192,11 @@ impl Undo {
 
     /// Before a write to header `name` of `headers`.
     pub(crate) fn header(&mut self, headers: &HeaderMap, name: &HeaderName) {
+        self.lines(name, headers.get_all(name).iter());
+    }
+
+    /// Before a write to header `name`, whose lines are `lines` (none: it is absent).
+    pub(crate) fn lines<'a>(&mut self, name: &HeaderName, lines: impl Iterator<Item = &'a HeaderValue>) {
         let Some(records) = self.records.as_mut() else {
             return;
         };
@@ -199,8 +204,7 @@ impl Undo {
             .iter()
             .any(|prior| matches!(prior, Prior::Header(seen, _) if seen == name));
         if !seen {
-            let lines = headers.get_all(name).iter().cloned().collect();
-            records.push(Prior::Header(name.clone(), lines));
+            records.push(Prior::Header(name.clone(), lines.cloned().collect()));
         }
     }
 

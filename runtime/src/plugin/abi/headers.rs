@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use http::header::{HeaderName, HeaderValue, HOST};
+use http::header::{Entry, HeaderName, HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use wasmtime::{Caller, Linker};
@@ -237,15 +237,7 @@ fn request_write(req: &mut RequestView, name: &[u8], value: &[u8], op: Op) -> Wr
         _ if name.starts_with(b":") => return Err("unknown pseudo-header"),
         _ => {
             let (name, value) = header(name, value)?;
-            req.undo.header(&req.headers, &name);
-            match op {
-                Op::Add => {
-                    req.headers.append(name, value);
-                }
-                Op::Replace => {
-                    req.headers.insert(name, value);
-                }
-            }
+            write_line(&mut req.headers, &mut req.undo, name, value, op);
         }
     }
     Ok(())
@@ -265,18 +257,30 @@ fn response_write(resp: &mut ResponseView, name: &[u8], value: &[u8], op: Op) ->
         _ if name.starts_with(b":") => return Err("unknown pseudo-header"),
         _ => {
             let (name, value) = header(name, value)?;
-            resp.undo.header(&resp.headers, &name);
+            write_line(&mut resp.headers, &mut resp.undo, name, value, op);
+        }
+    }
+    Ok(())
+}
+
+/// Adds or replaces a line of a regular header, telling `undo` what it replaces (one lookup
+/// for both).
+fn write_line(headers: &mut HeaderMap, undo: &mut Undo, name: HeaderName, value: HeaderValue, op: Op) {
+    match headers.entry(name) {
+        Entry::Vacant(absent) => {
+            undo.lines(absent.key(), std::iter::empty());
+            absent.insert(value);
+        }
+        Entry::Occupied(mut present) => {
+            undo.lines(present.key(), present.iter());
             match op {
-                Op::Add => {
-                    resp.headers.append(name, value);
-                }
+                Op::Add => present.append(value),
                 Op::Replace => {
-                    resp.headers.insert(name, value);
+                    present.insert(value);
                 }
             }
         }
     }
-    Ok(())
 }
 
 fn remove(headers: &mut HeaderMap, undo: &mut Undo, name: &[u8]) {
