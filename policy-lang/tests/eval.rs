@@ -458,6 +458,31 @@ fn string_comparisons_and_matches_in_conditions() {
 }
 
 #[test]
+fn nested_boolean_operators_agree_with_their_truth_table() {
+    // Operands of `&&`, `||` and `!` are tests run in place or nested operators: every mix of
+    // the two, over every combination of three inputs.
+    let p = program(&format!(
+        "{EMPTY}sub vcl_recv {{\n\
+         if (!(req.http.A || req.url ~ \"^/b\") && (req.method == \"GET\" || !req.http.A)) {{ set req.http.R1 = \"1\"; }}\n\
+         if (req.http.A && !(req.method != \"GET\") || req.url ~ \"^/b\" && !req.http.A) {{ set req.http.R2 = \"1\"; }}\n\
+         if (!!req.http.A || !(req.url !~ \"^/b\" && req.method == \"GET\")) {{ set req.http.R3 = \"1\"; }}\n\
+         }}"
+    ));
+    for bits in 0..8u8 {
+        let (a, b, get) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+        let mut c = TestContext::request(if get { "GET" } else { "POST" }, if b { "/b" } else { "/c" });
+        if a {
+            c = c.header(Scope::Req, "A", "");
+        }
+        p.run(Sub::Recv, &mut c);
+        let set = |name: &str| c.get_header(Scope::Req, name).is_some();
+        // Each line's condition, simplified by hand.
+        let wanted = [!a && !b, a && get || b && !a, a || b || !get];
+        assert_eq!([set("r1"), set("r2"), set("r3")], wanted, "a={a} b={b} get={get}");
+    }
+}
+
+#[test]
 fn pass_in_backend_response_is_hit_for_pass() {
     let p = program(
         "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n\
