@@ -2,7 +2,6 @@
 //! HTTP contexts created in it. Every callback gets a fresh CPU deadline; any failure is
 //! classified into a [`Cause`] and the caller discards the instance.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,7 +93,7 @@ pub(crate) struct Instance {
     next_ctx: u32,
     /// HTTP contexts created and not finished: an outbound call's answer reaches only these
     /// (and the root context).
-    live: HashSet<u32>,
+    live: rustc_hash::FxHashSet<u32>,
     ticks: u64,
     next_tick: Option<Instant>,
 }
@@ -200,7 +199,7 @@ impl Instance {
             f: Arc::new(f),
             generation,
             next_ctx: 2,
-            live: HashSet::new(),
+            live: rustc_hash::FxHashSet::default(),
             ticks: plugin.startup_deadline_ticks,
             next_tick: None,
         };

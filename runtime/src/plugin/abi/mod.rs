@@ -118,9 +118,9 @@ pub(crate) struct HostState {
     views_of: u32,
     /// The views of other contexts: paused streams', and the callback's own while the plugin
     /// made another context effective.
-    parked: HashMap<u32, Views>,
+    parked: ContextMap<Views>,
     /// Paused streams, each with the sender that resumes it.
-    pub(crate) paused: HashMap<u32, oneshot::Sender<Resumption>>,
+    pub(crate) paused: ContextMap<oneshot::Sender<Resumption>>,
     /// Contexts the plugin continued (`proxy_continue_stream`) during the current callback.
     pub(crate) continued: Vec<u32>,
     /// Set by `proxy_send_local_response` during the current callback, with the context it
@@ -144,7 +144,7 @@ pub(crate) struct HostState {
     /// stdout and stderr, logged by line.
     pub(crate) stdio: wasi::Stdio,
     /// gRPC calls and streams in flight, by token.
-    pub(crate) grpc: HashMap<u32, GrpcOpen>,
+    pub(crate) grpc: ContextMap<GrpcOpen>,
     /// During `proxy_on_grpc_receive`: the message (buffer 5).
     pub(crate) grpc_message: Option<Bytes>,
     /// During `proxy_on_grpc_receive_{initial,trailing}_metadata`: the map type (4 or 5) and
@@ -177,8 +177,8 @@ impl HostState {
             req: None,
             resp: None,
             views_of: 0,
-            parked: HashMap::new(),
-            paused: HashMap::new(),
+            parked: ContextMap::default(),
+            paused: ContextMap::default(),
             continued: Vec::new(),
             local_response: None,
             dispatched: Vec::new(),
@@ -189,7 +189,7 @@ impl HostState {
             last_error_log: None,
             properties: HashMap::new(),
             stdio: Default::default(),
-            grpc: HashMap::new(),
+            grpc: ContextMap::default(),
             grpc_message: None,
             grpc_metadata: None,
             grpc_status: (0, String::new()),
@@ -265,6 +265,11 @@ impl HostState {
         self.grpc.retain(|_, open| open.ctx != ctx);
     }
 }
+
+/// A map by context id (or call token): a request touches several of them, and the standard
+/// hasher (SipHash) cost a plugin-running hit more than its lookups. Ids are the host's own
+/// counters, not anything a client chooses, so a fast hash is safe here.
+pub(crate) type ContextMap<V> = rustc_hash::FxHashMap<u32, V>;
 
 /// The request and response one HTTP context works on.
 #[derive(Default)]
