@@ -140,6 +140,7 @@ impl PluginCalls {
         };
         let mut view = lend_request(req, client);
         view.undo = undo;
+        view.end_of_stream = !announces_body(&view.headers);
         let result = stream.on_request_headers(&mut view);
         self.req_undo.extend(std::mem::take(&mut view.undo));
         if matches!(result, Ok(Verdict::Paused)) {
@@ -605,7 +606,8 @@ fn on_error(version: &Version, id: PluginId) -> OnError {
         .map_or(OnError::Deny, |decl| decl.on_error)
 }
 
-/// Moves the request's fields into a view for one callback (no copy of the header map).
+/// Moves the request's fields into a view for one callback (no copy of the header map). Its
+/// `end_of_stream` is for the request headers callback to set.
 fn lend_request(req: &mut Parts, client: Option<SocketAddr>) -> RequestView {
     let mut view = RequestView::new(
         req.method.clone(),
@@ -614,7 +616,6 @@ fn lend_request(req: &mut Parts, client: Option<SocketAddr>) -> RequestView {
     );
     view.version = req.version;
     view.client_addr = client;
-    view.end_of_stream = !announces_body(&view.headers);
     view
 }
 
