@@ -149,7 +149,8 @@ pub(crate) fn serialize_response(resp: &ResponseView) -> Vec<u8> {
 }
 
 fn joined(headers: &HeaderMap, name: &[u8]) -> Option<Vec<u8>> {
-    let name = HeaderName::from_bytes(name).ok()?;
+    // Looked up by `&str`: parsed on the stack, where a `HeaderName` would copy a custom name.
+    let name = std::str::from_utf8(name).ok()?;
     let mut values = headers.get_all(name).iter();
     let mut out = utf8(values.next()?.as_bytes()).into_owned();
     for v in values {
@@ -194,10 +195,36 @@ enum Op {
     Replace,
 }
 
-fn header(name: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), &'static str> {
-    let name = HeaderName::from_bytes(name).map_err(|_| "invalid header name")?;
+fn header(
+    names: &mut NameCache,
+    name: &[u8],
+    value: &[u8],
+) -> Result<(HeaderName, HeaderValue), &'static str> {
+    let name = names.name(name).ok_or("invalid header name")?;
     let value = HeaderValue::from_bytes(value).map_err(|_| "invalid header value")?;
     Ok((name, value))
+}
+
+/// The header names a plugin instance wrote last: a plugin writes the same few names on every
+/// request, and parsing one (a copy of a custom name included) cost more than the write.
+#[derive(Default)]
+pub(crate) struct NameCache(Vec<HeaderName>);
+
+impl NameCache {
+    const KEPT: usize = 8;
+
+    /// `lowercase` as a header name (`None`: not a valid one).
+    fn name(&mut self, lowercase: &[u8]) -> Option<HeaderName> {
+        if let Some(known) = self.0.iter().find(|known| known.as_str().as_bytes() == lowercase) {
+            return Some(known.clone());
+        }
+        let name = HeaderName::from_bytes(lowercase).ok()?;
+        if self.0.len() == Self::KEPT {
+            self.0.remove(0);
+        }
+        self.0.push(name.clone());
+        Some(name)
+    }
 }
 
 fn set_uri_parts(uri: &Uri, f: impl FnOnce(&mut http::uri::Parts)) -> Result<Uri, &'static str> {
@@ -206,7 +233,13 @@ fn set_uri_parts(uri: &Uri, f: impl FnOnce(&mut http::uri::Parts)) -> Result<Uri
     Uri::from_parts(parts).map_err(|_| "invalid URI")
 }
 
-fn request_write(req: &mut RequestView, name: &[u8], value: &[u8], op: Op) -> WriteResult {
+fn request_write(
+    req: &mut RequestView,
+    names: &mut NameCache,
+    name: &[u8],
+    value: &[u8],
+    op: Op,
+) -> WriteResult {
     match name {
         b":path" => {
             let pq = PathAndQuery::try_from(value).map_err(|_| "invalid :path")?;
@@ -236,14 +269,20 @@ fn request_write(req: &mut RequestView, name: &[u8], value: &[u8], op: Op) -> Wr
         }
         _ if name.starts_with(b":") => return Err("unknown pseudo-header"),
         _ => {
-            let (name, value) = header(name, value)?;
+            let (name, value) = header(names, name, value)?;
             write_line(&mut req.headers, &mut req.undo, name, value, op);
         }
     }
     Ok(())
 }
 
-fn response_write(resp: &mut ResponseView, name: &[u8], value: &[u8], op: Op) -> WriteResult {
+fn response_write(
+    resp: &mut ResponseView,
+    names: &mut NameCache,
+    name: &[u8],
+    value: &[u8],
+    op: Op,
+) -> WriteResult {
     match name {
         b":status" => {
             let code = std::str::from_utf8(value)
@@ -256,7 +295,7 @@ fn response_write(resp: &mut ResponseView, name: &[u8], value: &[u8], op: Op) ->
         }
         _ if name.starts_with(b":") => return Err("unknown pseudo-header"),
         _ => {
-            let (name, value) = header(name, value)?;
+            let (name, value) = header(names, name, value)?;
             write_line(&mut resp.headers, &mut resp.undo, name, value, op);
         }
     }
@@ -375,7 +414,7 @@ fn set_pairs(mut caller: Caller<'_, HostState>, map: i32, ptr: i32, len: i32) ->
             let req = state.req.as_mut().expect("checked");
             req.undo.headers(&mut req.headers);
             for (k, v) in pairs {
-                if let Err(e) = request_write(req, k, v, Op::Add) {
+                if let Err(e) = request_write(req, &mut state.header_names, k, v, Op::Add) {
                     failed = Some((e, k.to_vec()));
                 }
             }
@@ -384,7 +423,7 @@ fn set_pairs(mut caller: Caller<'_, HostState>, map: i32, ptr: i32, len: i32) ->
             let resp = state.resp.as_mut().expect("checked");
             resp.undo.headers(&mut resp.headers);
             for (k, v) in pairs {
-                if let Err(e) = response_write(resp, k, v, Op::Add) {
+                if let Err(e) = response_write(resp, &mut state.header_names, k, v, Op::Add) {
                     failed = Some((e, k.to_vec()));
                 }
             }
@@ -453,8 +492,20 @@ fn write_value(
     };
     let k = lower(k);
     let result = match target(state, map) {
-        Target::Request => request_write(state.req.as_mut().expect("checked"), &k, v, op),
-        Target::Response => response_write(state.resp.as_mut().expect("checked"), &k, v, op),
+        Target::Request => request_write(
+            state.req.as_mut().expect("checked"),
+            &mut state.header_names,
+            &k,
+            v,
+            op,
+        ),
+        Target::Response => response_write(
+            state.resp.as_mut().expect("checked"),
+            &mut state.header_names,
+            &k,
+            v,
+            op,
+        ),
         Target::CallResponse => Ok(()),
         Target::Empty => {
             if map == REQUEST_HEADERS || map == RESPONSE_HEADERS {
@@ -518,5 +569,34 @@ fn get_size(mut caller: Caller<'_, HostState>, map: i32, ret_ptr: i32) -> i32 {
         status::OK
     } else {
         status::INVALID_MEMORY_ACCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_cache_answers_known_names_refuses_bad_ones_and_keeps_the_latest() {
+        let mut names = NameCache::default();
+        assert_eq!(
+            names.name(b"x-served-by"),
+            Some(HeaderName::from_static("x-served-by"))
+        );
+        assert_eq!(
+            names.name(b"x-served-by"),
+            Some(HeaderName::from_static("x-served-by"))
+        );
+        assert_eq!(names.0.len(), 1, "a name seen again is not kept twice");
+        assert_eq!(names.name(b"bad name"), None);
+        for i in 0..NameCache::KEPT + 2 {
+            assert!(names.name(format!("x-{i}").as_bytes()).is_some());
+        }
+        assert_eq!(names.0.len(), NameCache::KEPT);
+        assert_eq!(names.0.last(), Some(&HeaderName::from_static("x-9")));
+        assert!(
+            !names.0.contains(&HeaderName::from_static("x-served-by")),
+            "the oldest went first"
+        );
     }
 }

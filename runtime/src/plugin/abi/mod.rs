@@ -143,6 +143,8 @@ pub(crate) struct HostState {
     pub(crate) properties: HashMap<String, Vec<u8>>,
     /// stdout and stderr, logged by line.
     pub(crate) stdio: wasi::Stdio,
+    /// The header names the plugin wrote last (see [`headers::NameCache`]).
+    pub(crate) header_names: headers::NameCache,
     /// gRPC calls and streams in flight, by token.
     pub(crate) grpc: ContextMap<GrpcOpen>,
     /// During `proxy_on_grpc_receive`: the message (buffer 5).
@@ -189,6 +191,7 @@ impl HostState {
             last_error_log: None,
             properties: HashMap::new(),
             stdio: Default::default(),
+            header_names: Default::default(),
             grpc: ContextMap::default(),
             grpc_message: None,
             grpc_metadata: None,
