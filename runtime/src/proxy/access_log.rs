@@ -8,11 +8,6 @@ use http::{header, HeaderValue, Method, Request, StatusCode, Uri, Version};
 use crate::cache::state::CacheState;
 use crate::config::{LogField, NcsaFormat};
 
-/// The client request's xid, carried by its parts to the backend requests made for it, so
-/// that `bereq.xid` (on `vcl_backend_error`'s page) is the id of the access-log line too.
-#[derive(Clone, Copy)]
-pub(super) struct Xid(pub i64);
-
 /// What the access log records about a finished request.
 pub struct AccessRecord<'a> {
     pub method: &'a Method,

@@ -9,9 +9,10 @@ use http::{Request, Response, StatusCode};
 use policy_lang::{Action, BackendId, Program, Sub, Task};
 
 use super::bereq::empty_body;
+use super::client_side::ClientSide;
 use super::synth;
 use super::trace::{self, Side, Trace};
-use super::vcl::{BackendSession, BereqAsBuilt, Xid};
+use super::vcl::{BackendSession, BereqAsBuilt};
 use crate::backend::{Backend, BackendError, FailureKind, OutgoingBody, Stage, TimedBody};
 use crate::cache::body::ProxyBody;
 use crate::version::Version;
@@ -88,7 +89,7 @@ impl<'v> Attempts<'v> {
             retries: 0,
             rerouted: false,
             task: Task::default(),
-            xid: bereq.extensions().get::<Xid>().map(|xid| xid.0),
+            xid: ClientSide::xid_of(bereq.extensions()),
             trace: bereq.extensions().get::<Trace>().cloned(),
         };
         if let Some(trace) = &attempts.trace {

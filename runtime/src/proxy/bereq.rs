@@ -5,15 +5,15 @@
 //! backend's PROXY header.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt, Empty};
 
-use super::{headers, vcl, Proxied};
-use crate::backend::{ConnectionAddresses, OutgoingBody};
+use super::client_side::ClientSide;
+use super::{headers, vcl};
+use crate::backend::OutgoingBody;
 use crate::cache::object::CachedObject;
 use crate::cache::rules::conditional;
 
@@ -59,8 +59,9 @@ fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
     }
     headers::append_forwarded_for(headers, client);
     headers::append_via(headers, parts.version);
-    if let Some(addresses) = parts.extensions.get::<ConnectionAddresses>() {
-        head.extensions.insert(*addresses);
+    if let Some(side) = ClientSide::of(&parts.extensions) {
+        // For the PROXY header of backends with `.proxy_header` (the origin learns the client).
+        head.extensions.insert(side.connection.addresses);
     }
     head
 }
@@ -69,11 +70,8 @@ fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
 /// (`remote.ip` / `local.ip`, `bereq.xid`, `bereq.is_bgfetch`).
 fn fetch(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingBody> {
     let mut head = forwarded(parts, client);
-    if let Some(proxied) = parts.extensions.get::<Arc<Proxied>>() {
-        head.extensions.insert(proxied.clone());
-    }
-    if let Some(xid) = parts.extensions.get::<vcl::Xid>() {
-        head.extensions.insert(*xid);
+    if let Some(side) = ClientSide::of(&parts.extensions) {
+        head.extensions.insert(side.clone());
     }
     if let Some(trace) = super::trace::of(parts) {
         head.extensions.insert(trace.clone());

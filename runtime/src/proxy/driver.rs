@@ -17,6 +17,7 @@ use policy_lang::{Action, Program, Sub};
 use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
+use super::client_side::{ClientConnection, ClientSide};
 use super::commit;
 use super::esi::{self, EsiBody, EsiLevel};
 use super::fetch;
@@ -26,7 +27,6 @@ use super::request_checks;
 use super::route::Route;
 use super::trace::{self, Side};
 use super::vcl::{self, ClientResponse, ClientSession};
-use super::ClientTls;
 use super::{bereq, builtin};
 use super::{headers, pipe, respond, synth, Shared};
 use crate::backend::{ClientBody, OutgoingBody};
@@ -57,22 +57,23 @@ const MAX_RESTARTS: u32 = 4;
 /// vector loop rather than `rep movsb`, which callgrind counts per byte.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
-    client: SocketAddr,
+    connection: Arc<ClientConnection>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
+    let client = connection.addresses.client;
     let method = request.method().clone();
     let uri = request.uri().clone();
     let logged = access_log::RequestFields::of(&request);
     let (mut parts, body) = request.into_parts();
     pipe::h2_websocket_as_upgrade(&mut parts);
     let mut request = Request::from_parts(parts, body);
-    let tls = request
-        .extensions()
-        .get::<Arc<ClientTls>>()
-        .map(|tls| tls.version);
+    let tls = connection.tls.as_ref().map(|tls| tls.version);
     let version = shared.active.load_full();
     let xid = vcl::next_xid();
+    // Its fetches carry the id to a failure page, and the connection to the origin's PROXY
+    // header and the policy's `client.ip`, `local.socket`, `tls.*`, `proxy.*`.
+    request.extensions_mut().insert(ClientSide { connection, xid });
     let trace = shared.traces.begin(xid);
     if let Some(trace) = &trace {
         trace::request_started(trace, xid, client, &request);
@@ -90,11 +91,7 @@ pub(crate) async fn handle(
         (None, Some(program)) => {
             Box::pin(vcl_route(&shared, &version, program, client, request, xid, true)).await
         }
-        (None, None) => {
-            // Its fetches carry the id to a failure page (a policy's session inserts it too).
-            request.extensions_mut().insert(vcl::Xid(xid));
-            route(&shared, &version, client, request).await
-        }
+        (None, None) => route(&shared, &version, client, request).await,
     };
     let mut response = commit::started(response).await;
     shared.strip_surrogate_keys(response.headers_mut());
@@ -607,9 +604,13 @@ async fn esi_include(
         let detail = "ESI include without a policy";
         return synth::plain(StatusCode::SERVICE_UNAVAILABLE, detail);
     };
+    let xid = vcl::next_xid();
+    if let Some(side) = request.extensions.get_mut::<ClientSide>() {
+        side.xid = xid;
+    }
     let arrival = Arrival {
         body: None,
-        xid: vcl::next_xid(),
+        xid,
         may_switch: true,
         esi: Some(esi),
     };

@@ -8,8 +8,9 @@ use http::request::Parts;
 use http::{Method, Response, Uri};
 use policy_lang::Sub;
 
+use super::client_side::ClientSide;
 use super::route::Route;
-use super::vcl::{self, ClientSession};
+use super::vcl::ClientSession;
 use crate::cache::key::CacheKey;
 use crate::cache::rules::invalidate;
 
@@ -54,7 +55,7 @@ pub(super) fn stored_under(route: Route<'_>, request: &Parts, host: &str, target
     lookup.method = Method::GET;
     lookup.uri = uri;
     lookup.headers.insert(header::HOST, host_value);
-    let xid = request.extensions.get::<vcl::Xid>().map_or(0, |xid| xid.0);
+    let xid = ClientSide::xid_of(&request.extensions).unwrap_or(0);
     let mut session = ClientSession::new(lookup, route.client, route.version, xid, &route.shared.cache);
     program.run(Sub::Hash, &mut session);
     CacheKey::from_hash_data(&session.hash)

@@ -11,6 +11,7 @@
 //! its body has started (a body broken from the start becomes a 502). `request_checks` holds
 //! what a client request must satisfy before anything else sees it (its refusals carry their
 //! 4xx/5xx);
+//! `client_side` is what a request carries of its client connection and its xid;
 //! `h2_accounting` counts a request's origin fetches for the server's HTTP/2 caps; `pipe`
 //! tunnels piped requests and WebSocket upgrades to the origin; `esi` parses ESI pages when
 //! they are stored and assembles them at delivery; `gzip` compresses and decompresses bodies
@@ -21,6 +22,7 @@ mod attempts;
 mod bereq;
 mod beresp;
 mod builtin;
+mod client_side;
 mod client_tls;
 mod commit;
 mod driver;
@@ -61,6 +63,7 @@ use crate::peers::{Invalidation, Peers};
 use crate::telemetry::{RequestLatency, Stats};
 use crate::version::Version;
 
+pub(crate) use client_side::ClientConnection;
 pub(crate) use client_tls::ClientTls;
 pub(crate) use driver::handle;
 #[cfg(test)]

@@ -90,7 +90,7 @@ pub(super) async fn pipe(
         );
     };
     let version = bereq.version;
-    let xid = bereq.extensions.get::<super::access_log::Xid>().map(|xid| xid.0);
+    let xid = super::client_side::ClientSide::xid_of(&bereq.extensions);
     let piped = match backend.pipe(Request::from_parts(bereq, body)).await {
         Ok(piped) => piped,
         Err(error) => {

@@ -16,11 +16,10 @@ use policy_lang::{
     Value, Var,
 };
 
+use super::client_side::ClientSide;
 use super::esi::EsiLevel;
 use super::plugins::PluginCalls;
 use super::trace::{self, Side, Trace, Traced};
-use super::{ClientTls, Proxied};
-use crate::backend::ConnectionAddresses;
 use crate::cache::object::CachedObject;
 use crate::cache::SharedCache;
 
@@ -31,8 +30,6 @@ static NEXT_XID: AtomicU64 = AtomicU64::new(1);
 pub(super) fn next_xid() -> i64 {
     NEXT_XID.fetch_add(1, Ordering::Relaxed) as i64
 }
-
-pub(super) use super::access_log::Xid;
 
 /// The request as the client sent it, kept in its extensions for `std.rollback(req)` when the
 /// policy calls it.
@@ -361,8 +358,6 @@ impl<'a> ClientSession<'a> {
             .policy
             .as_ref()
             .and_then(policy_lang::Program::default_backend);
-        let mut req = req;
-        req.extensions.insert(Xid(xid));
         let req_trace = req.extensions.get().cloned();
         ClientSession {
             req,
@@ -558,18 +553,14 @@ fn file_exists(path: &str) -> bool {
 
 /// The socket address `var` (`client.ip`, `server.ip`, `remote.ip`, `local.ip`) names.
 fn connection_socket(extensions: &http::Extensions, var: Var) -> Option<SocketAddr> {
-    let addresses = extensions.get::<ConnectionAddresses>();
-    let proxied = extensions.get::<Arc<Proxied>>();
-    match var {
-        Var::ClientIp => addresses.map(|addresses| addresses.client),
-        Var::ServerIp => addresses.map(|addresses| addresses.server),
-        Var::RemoteIp => proxied
-            .map(|proxied| proxied.remote)
-            .or(addresses.map(|addresses| addresses.client)),
-        _ => proxied
-            .map(|proxied| proxied.local)
-            .or(addresses.map(|addresses| addresses.server)),
-    }
+    let connection = &ClientSide::of(extensions)?.connection;
+    let (addresses, proxied) = (&connection.addresses, connection.proxied.as_ref());
+    Some(match var {
+        Var::ClientIp => addresses.client,
+        Var::ServerIp => addresses.server,
+        Var::RemoteIp => proxied.map_or(addresses.client, |proxied| proxied.remote),
+        _ => proxied.map_or(addresses.server, |proxied| proxied.local),
+    })
 }
 
 impl Traced for ClientSession<'_> {
@@ -605,17 +596,14 @@ impl ClientSession<'_> {
             Var::ReqIsHitmiss => Value::Bool(self.hit_miss),
             Var::ReqIsHitpass => Value::Bool(self.hit_pass),
             Var::ServerHostname | Var::ServerIdentity => Value::str(host_name()),
-            Var::LocalSocket | Var::LocalEndpoint => {
-                self.req
-                    .extensions
-                    .get::<Arc<ListenerName>>()
-                    .map_or(Value::Unset, |listener| {
-                        Value::str(match var {
-                            Var::LocalSocket => &listener.socket,
-                            _ => &listener.endpoint,
-                        })
+            Var::LocalSocket | Var::LocalEndpoint => ClientSide::of(&self.req.extensions)
+                .map(|side| &side.connection.listener)
+                .map_or(Value::Unset, |listener| {
+                    Value::str(match var {
+                        Var::LocalSocket => &listener.socket,
+                        _ => &listener.endpoint,
                     })
-            }
+                }),
             Var::ObjCanEsi => Value::Bool(self.obj.as_ref().map_or(self.can_esi, |o| o.esi.is_some())),
             Var::ReqEsiLevel => Value::Int(self.esi.as_ref().map_or(0, |esi| i64::from(esi.level))),
             Var::ReqEsi => Value::Bool(self.req_esi),
@@ -821,13 +809,13 @@ impl Context for ClientSession<'_> {
     }
 
     fn connection(&self, value: ConnectionValue) -> Value<'_> {
-        let extensions = &self.req.extensions;
+        let connection = ClientSide::of(&self.req.extensions).map(|side| &side.connection);
         let answer = match value.vmod() {
-            "tls" => extensions
-                .get::<Arc<ClientTls>>()
+            "tls" => connection
+                .and_then(|connection| connection.tls.as_ref())
                 .and_then(|tls| tls.value(value)),
-            _ => extensions
-                .get::<Arc<Proxied>>()
+            _ => connection
+                .and_then(|connection| connection.proxied.as_ref())
                 .and_then(|proxied| proxied.value(value)),
         };
         answer.unwrap_or_else(|| value.absent())
@@ -910,7 +898,7 @@ impl<'a> BackendSession<'a> {
         uncacheable: bool,
         task: &'a mut Task,
     ) -> BackendSession<'a> {
-        let xid = bereq.extensions.get::<Xid>().map_or_else(next_xid, |xid| xid.0);
+        let xid = ClientSide::xid_of(&bereq.extensions).unwrap_or_else(next_xid);
         let trace = bereq.extensions.get().cloned();
         BackendSession {
             bereq,

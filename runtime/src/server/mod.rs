@@ -32,7 +32,7 @@ use tokio::time::Instant;
 
 use crate::backend::ConnectionAddresses;
 use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits, WorkerModel};
-use crate::proxy::{self, ClientTls, ListenerName, Proxied, Shared};
+use crate::proxy::{self, ClientConnection, ListenerName, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
 use h2_writes::H2Writes;
@@ -260,17 +260,28 @@ async fn accept_loop(
             // Before TLS and HTTP: the load balancer's header comes first on the wire.
             let (peer, server, proxied) = match proxied {
                 Some(proxied) => match proxied.accept(&mut stream, peer, server).await {
-                    Some((peer, server, proxied)) => (peer, server, Some(Arc::new(proxied))),
+                    Some((peer, server, proxied)) => (peer, server, Some(proxied)),
                     None => return,
                 },
                 None => (peer, server, None),
             };
-            let addresses = ConnectionAddresses { client: peer, server };
+            let connection = |tls| {
+                Arc::new(ClientConnection {
+                    addresses: ConnectionAddresses { client: peer, server },
+                    listener: client.listener.clone(),
+                    tls,
+                    proxied,
+                })
+            };
             match client.tls.clone() {
-                None => serve_client(stream, addresses, client, None, proxied).await,
+                None => {
+                    let connection = connection(None);
+                    serve_client(stream, connection, client).await;
+                }
                 Some(terminator) => {
                     if let Some((stream, tls)) = terminator.accept(stream, peer).await {
-                        serve_client(stream, addresses, client, Some(Arc::new(tls)), proxied).await;
+                        let connection = connection(Some(tls));
+                        serve_client(stream, connection, client).await;
                     }
                 }
             }
@@ -280,15 +291,10 @@ async fn accept_loop(
 }
 
 /// Serves one connection until the client closes it, a timeout closes it, or shutdown drains it.
-/// `stream` is the TCP connection, or TLS over it (`tls` says what was negotiated); `proxied`
-/// is what a PROXY header said about it, on a `,PROXY` listener.
-async fn serve_client<S>(
-    stream: S,
-    addresses: ConnectionAddresses,
-    client: Client,
-    tls: Option<Arc<ClientTls>>,
-    proxied: Option<Arc<Proxied>>,
-) where
+/// `stream` is the TCP connection, or TLS over it (`connection` says what was negotiated, and
+/// what a PROXY header said about it on a `,PROXY` listener).
+async fn serve_client<S>(stream: S, connection: Arc<ClientConnection>, client: Client)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let Client {
@@ -299,29 +305,20 @@ async fn serve_client<S>(
         request_limits,
         h2_limits,
         tls: _,
-        listener,
+        listener: _,
         health,
     } = client;
     let activity = Activity::new();
     let requests = activity.clone();
-    let peer = addresses.client;
+    let peer = connection.addresses.client;
     let guard = ConnectionGuard::new(h2_limits, peer);
     let streams = guard.clone();
-    let service = service_fn(move |mut request: Request<Incoming>| {
+    let service = service_fn(move |request: Request<Incoming>| {
         let shared = shared.clone();
         let streams = streams.clone();
         let in_flight = requests.request_started(request.version());
         let health_answer = health.answer(&request);
-        // For the PROXY header of backends with `.proxy_header` (the origin learns the
-        // client), and `server.ip`.
-        request.extensions_mut().insert(addresses);
-        request.extensions_mut().insert(listener.clone());
-        if let Some(tls) = &tls {
-            request.extensions_mut().insert(tls.clone());
-        }
-        if let Some(proxied) = &proxied {
-            request.extensions_mut().insert(proxied.clone());
-        }
+        let connection = connection.clone();
         async move {
             if let Some(response) = health_answer {
                 return Ok(response.map(|body| Answering::new(body, in_flight)));
@@ -329,7 +326,7 @@ async fn serve_client<S>(
             let http2 = request.version() == http::Version::HTTP_2;
             // Boxed for both protocols: the request's future is kilobytes, and hyper moves
             // this one into a task per HTTP/2 stream (several copies inside tokio's spawn).
-            let handling = Box::pin(proxy::handle(shared, peer, request));
+            let handling = Box::pin(proxy::handle(shared, connection, request));
             let response = if http2 {
                 h2_guard::serve(&streams, handling).await
             } else {
