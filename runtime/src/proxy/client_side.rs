@@ -24,19 +24,19 @@ pub(crate) struct ClientConnection {
 
 /// The client's side of a request, in its extensions and in those of its backend requests.
 #[derive(Clone)]
-pub(crate) struct ClientSide {
+pub(super) struct ClientSide {
     pub connection: Arc<ClientConnection>,
     /// `req.xid` / `bereq.xid`: the id the access log and the error pages show.
     pub xid: i64,
 }
 
 impl ClientSide {
-    pub(crate) fn of(extensions: &http::Extensions) -> Option<&ClientSide> {
+    pub(super) fn of(extensions: &http::Extensions) -> Option<&ClientSide> {
         extensions.get::<ClientSide>()
     }
 
     /// The request's xid, or `None` for a request that did not come from a client.
-    pub(crate) fn xid_of(extensions: &http::Extensions) -> Option<i64> {
+    pub(super) fn xid_of(extensions: &http::Extensions) -> Option<i64> {
         Self::of(extensions).map(|side| side.xid)
     }
 }
