@@ -627,6 +627,45 @@ async fn postponed_requests_are_resumed_by_the_plugin_tick() {
 }
 
 #[tokio::test]
+async fn a_sub_run_again_after_a_pause_starts_from_the_request_before_every_write() {
+    // A plugin writes, then a statement changes the request (which copies the start, with the
+    // plugin's write undone), then another plugin pauses: the run again sees neither write
+    // before its call, and the statement's append lands once.
+    let origin = Origin::fixed(OriginReply::ok("later")).await;
+    let policy = format!(
+        r#"vcl 4.1;
+plugin bucket {{ .path = "{}"; .config = "header=x-user"; }}
+plugin hold {{ .path = "{}"; .config = "tick_ms=50"; }}
+sub vcl_recv {{
+    if (req.http.x-bucket || req.http.x-postponed) {{ return (synth(500, "saw a write before its call")); }}
+    plugin.request(bucket);
+    set req.http.x-before = req.http.x-before + "recv";
+    plugin.request(hold);
+    return (pass);
+}}
+"#,
+        wasm("bucket.wasm"),
+        wasm("postpone.wasm")
+    );
+    let path = support::write_policy("plugins-rerun-start", &policy);
+    let (_proxy, addr) = support::start_proxy(origin.addr, |config| {
+        config.policy = Some(path);
+        config.plugin_limits.deadline = Duration::from_millis(100);
+    })
+    .await;
+    let reply = get(addr, "/held", &[("x-user", "ann")]).await;
+    assert_eq!(
+        (reply.status, reply.text()),
+        (StatusCode::OK, "later".to_string())
+    );
+    let seen = origin.last();
+    assert!(seen.header("x-postponed-tick").is_some(), "resumed from a tick");
+    assert_eq!(seen.header("x-postponed"), Some("held"));
+    assert!(matches!(seen.header("x-bucket"), Some("a" | "b")));
+    assert_eq!(seen.header("x-before"), Some("recv"));
+}
+
+#[tokio::test]
 async fn a_request_paused_past_the_pause_timeout_fails_as_on_error_says() {
     let origin = Origin::fixed(OriginReply::ok("eventually")).await;
     for (on_error, status) in [
