@@ -6,7 +6,7 @@
 //! and offsetting the pointer, about 300 instructions instead of 100, even when the alignment
 //! asked for is 8 and every mimalloc block is 16-byte aligned anyway. A request's boxed
 //! futures and its policy session are such blocks: 4 per policy hit (docs/BENCHMARKS.md,
-//! "Session 8: the allocator's aligned path"). This asks for a plain block when the alignment
+//! "Session 8: the one-header plugin's hit", the allocator's row). This asks for a plain block when the alignment
 //! is one mimalloc gives every block (`MI_MAX_ALIGN_SIZE`, 16 bytes, for blocks at least that
 //! large), and for an aligned one otherwise.
 #![allow(unsafe_code)]
