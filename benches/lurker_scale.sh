@@ -34,7 +34,7 @@ http {
 EOF
 nginx -c "$RUN/nginx.conf" & PIDS+=($!)
 RUST_LOG=warn "$BIN" -a 127.0.0.1:19511 -b 127.0.0.1:19510 -T 127.0.0.1:19512 -s 1G \
-    --ban-lurker-age 2s --no-watch --threads 1 2>"$RUN/edgecache.log" & PIDS+=($!)
+    --ban-lurker-age 2s --no-watch --threads 1 --h2-max-streams-per-second 0 2>"$RUN/edgecache.log" & PIDS+=($!)
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:19511/obj/0 && break; sleep 0.2; done
 # One client: h2load gives each client the URI list from its start.
 seq 0 $((OBJECTS - 1)) | sed 's|^|http://127.0.0.1:19511/obj/|' >"$RUN/uris"

@@ -67,7 +67,7 @@ echo "| server | objects stored | RSS after one request | RSS after the fill | R
 echo "|---|---:|---:|---:|---:|"
 
 RUST_LOG=warn "$BIN" -a 127.0.0.1:19541 -b 127.0.0.1:19540 -T 127.0.0.1:19542 -s 8G \
-    --threads 1 --no-watch 2>"$RUN/edgecache.log" & PIDS+=($!)
+    --threads 1 --no-watch --h2-max-streams-per-second 0 2>"$RUN/edgecache.log" & PIDS+=($!)
 EDGE=$!
 wait_for http://127.0.0.1:19541/obj/0
 before=$(rss_kib "$EDGE")
