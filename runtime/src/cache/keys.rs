@@ -19,11 +19,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use http::{HeaderMap, HeaderName};
+use http::HeaderName;
 use parking_lot::RwLock;
 
 use super::key::CacheKey;
-use super::object::CachedObject;
+use super::object::{CachedObject, StoredHeaders};
 
 #[cfg(test)]
 mod tests;
@@ -71,12 +71,12 @@ impl KeyIndex {
     }
 
     /// Whether `headers` name any key.
-    fn carries_keys(&self, headers: &HeaderMap) -> bool {
+    fn carries_keys(&self, headers: &StoredHeaders) -> bool {
         self.keys_of(headers).next().is_some()
     }
 
     /// Every key in `headers`, in order (a key repeated is given again).
-    fn keys_of<'a>(&'a self, headers: &'a HeaderMap) -> impl Iterator<Item = &'a str> {
+    fn keys_of<'a>(&'a self, headers: &'a StoredHeaders) -> impl Iterator<Item = &'a str> {
         self.headers
             .iter()
             .flat_map(move |name| headers.get_all(name))

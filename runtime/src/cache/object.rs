@@ -17,7 +17,7 @@ use super::rules::control::ResponseDirectives;
 pub struct ObjectHead {
     pub status: StatusCode,
     /// Headers as stored: hop-by-hop fields and `Age` removed (edgecache computes `Age`).
-    pub headers: HeaderMap,
+    pub headers: StoredHeaders,
     /// When the response arrived (`response_time` of RFC 9111 §4.2.3).
     pub response_time: SystemTime,
     /// `corrected_initial_age` of RFC 9111 §4.2.3.
@@ -46,36 +46,97 @@ impl ObjectHead {
     }
 }
 
-/// A copy of `headers` whose values all live in one buffer of exactly their size, with room
-/// in its index for `room` more fields, and an entry table of exactly its fields. Values
-/// parsed by hyper are slices of the connection's read buffer (8 KiB or more); a stored
-/// object holding them would keep that whole buffer alive while the weigher counts a few
-/// bytes.
-pub fn compact_headers(headers: &HeaderMap, room: usize) -> HeaderMap {
-    let total = headers.values().map(HeaderValue::len).sum();
-    let mut buffer = BytesMut::with_capacity(total);
-    for value in headers.values() {
-        buffer.extend_from_slice(value.as_bytes());
-    }
-    let buffer = buffer.freeze();
-    let mut compact = HeaderMap::with_capacity(headers.len() + room);
-    let mut offset = 0;
-    for (name, value) in headers {
-        let end = offset + value.len();
-        // The bytes were a valid value a moment ago; keeping the original is the fallback.
-        let mut copy =
-            HeaderValue::from_maybe_shared(buffer.slice(offset..end)).unwrap_or_else(|_| value.clone());
-        copy.set_sensitive(value.is_sensitive());
-        compact.append(name.clone(), copy);
-        offset = end;
-    }
-    // `with_capacity` allocated entries for the room too (~100 bytes each, 600 of a small
-    // object's ~3 KB). Hits add their fields to a clone, and a clone keeps the index (no
-    // rehash) but allocates only the entries in use, so the stored map can be one as well.
-    compact.clone()
+/// The header fields of a stored response, packed: one slot per field line in arrival order,
+/// their values slices of one buffer of exactly their size. A `HeaderMap` spends about 104
+/// bytes per field on its entry table plus an index and its own 96 bytes; a slot here is 72,
+/// which is ~300 of a small object's ~2 KB (docs/BENCHMARKS.md, "Session 10: memory per
+/// cached object"). Values parsed by hyper are slices of the connection's read buffer (8 KiB
+/// or more); a stored object holding them would keep that whole buffer alive while the
+/// weigher counts a few bytes, hence the one buffer.
+///
+/// A hit builds its response's map from it ([`StoredHeaders::to_map`]); the few readers that
+/// look a field up (validators, ranges, surrogate keys) scan the slots, which for the dozen
+/// fields of a response costs less than hashing.
+#[derive(Clone, Debug, Default)]
+pub struct StoredHeaders {
+    fields: Box<[(HeaderName, HeaderValue)]>,
 }
 
-/// A copy of `value` in a buffer of its own size (see [`compact_headers`]).
+impl StoredHeaders {
+    /// A packed copy of `headers`.
+    pub fn from_map(headers: &HeaderMap) -> StoredHeaders {
+        let total = headers.values().map(HeaderValue::len).sum();
+        let mut buffer = BytesMut::with_capacity(total);
+        for value in headers.values() {
+            buffer.extend_from_slice(value.as_bytes());
+        }
+        let buffer = buffer.freeze();
+        let mut offset = 0;
+        let fields = headers
+            .iter()
+            .map(|(name, value)| {
+                let end = offset + value.len();
+                // The bytes were a valid value a moment ago; keeping the original is the fallback.
+                let mut copy = HeaderValue::from_maybe_shared(buffer.slice(offset..end))
+                    .unwrap_or_else(|_| value.clone());
+                copy.set_sensitive(value.is_sensitive());
+                offset = end;
+                (name.clone(), copy)
+            })
+            .collect();
+        StoredHeaders { fields }
+    }
+
+    /// The fields as a map with room for `room` more without a rehash (a hit adds `Age`, the
+    /// cache-status header and whatever `vcl_deliver` or a plugin sets).
+    pub fn to_map(&self, room: usize) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(self.fields.len() + room);
+        for (name, value) in &self.fields {
+            map.append(name.clone(), value.clone());
+        }
+        map
+    }
+
+    /// Changes the fields through a map: for the edits made once, before an object is stored
+    /// (body plugins, gzip marks), never on a hit.
+    pub fn edit<R>(&mut self, change: impl FnOnce(&mut HeaderMap) -> R) -> R {
+        let mut map = self.to_map(0);
+        let result = change(&mut map);
+        *self = StoredHeaders::from_map(&map);
+        result
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: &HeaderName) -> Option<&HeaderValue> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value)
+    }
+
+    /// Every value of `name`, in order.
+    pub fn get_all<'a>(&'a self, name: &'a HeaderName) -> impl Iterator<Item = &'a HeaderValue> + 'a {
+        self.fields
+            .iter()
+            .filter(move |(field, _)| field == name)
+            .map(|(_, value)| value)
+    }
+
+    /// Bytes the fields hold: the slots, field names (each counted as its own allocation,
+    /// though standard names are static), the values' buffer and its `Bytes` shared header.
+    fn weight(&self) -> usize {
+        let slots = self.fields.len() * size_of::<(HeaderName, HeaderValue)>();
+        let names: usize = self
+            .fields
+            .iter()
+            .map(|(name, _)| name.as_str().len() + MALLOC_OVERHEAD)
+            .sum();
+        let values: usize = self.fields.iter().map(|(_, value)| value.len()).sum();
+        slots + names + values + 2 * MALLOC_OVERHEAD + 32
+    }
+}
+
+/// A copy of `value` in a buffer of its own size (see [`StoredHeaders`]).
 pub fn compact_value(value: &HeaderValue) -> HeaderValue {
     let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
     copy.set_sensitive(value.is_sensitive());
@@ -84,26 +145,6 @@ pub fn compact_value(value: &HeaderValue) -> HeaderValue {
 
 /// What the allocator adds to every allocation (glibc: a 16-byte header, sizes rounded up).
 const MALLOC_OVERHEAD: usize = 16;
-
-/// Bytes a header map holds: its entry table (one entry per name, as [`compact_headers`]
-/// leaves it), its index table, the links of repeated names, field names (each counted as its
-/// own allocation, though standard names are static) and values (as one buffer).
-fn header_bytes(headers: &HeaderMap) -> usize {
-    // The `http` crate's entry (hash, links, name, value) and extra value (links, value).
-    const ENTRY: usize = size_of::<(u16, Option<(usize, usize)>, HeaderName, HeaderValue)>();
-    const EXTRA: usize = size_of::<((usize, usize), (usize, usize), HeaderValue)>();
-    // An index slot is two u16; the table is a power of two at most 3/4 full.
-    const SLOT: usize = 4;
-    let slots = (headers.capacity() * 4 / 3).next_power_of_two();
-    let extra = headers.len() - headers.keys_len();
-    let names: usize = headers
-        .keys()
-        .map(|name| name.as_str().len() + MALLOC_OVERHEAD)
-        .sum();
-    let values: usize = headers.values().map(HeaderValue::len).sum();
-    // Three allocations (entries, indices, values) with the `Bytes` shared header (32 bytes).
-    headers.keys_len() * ENTRY + slots * SLOT + extra * EXTRA + names + values + 3 * MALLOC_OVERHEAD + 32
-}
 
 /// An ESI object's body as delivery steps, parsed once when it is stored (`proxy::esi`
 /// parses; the cache only keeps them): the stored bytes to send as they are, and the includes
@@ -207,7 +248,7 @@ impl CachedObject {
                 .map_or(0, |variant| variant.len() + MALLOC_OVERHEAD)
             + 2 * MALLOC_OVERHEAD;
         let esi = self.esi.as_ref().map_or(0, |esi| esi.weight() + 16);
-        (FIXED + header_bytes(&head.headers) + chunks + kept + esi) as u64 + self.body.allocated()
+        (FIXED + head.headers.weight() + chunks + kept + esi) as u64 + self.body.allocated()
     }
 
     /// Hits so far (`obj.hits`).
@@ -271,7 +312,7 @@ impl CachedObject {
     ) -> CachedObject {
         let head = ObjectHead {
             status: StatusCode::OK,
-            headers,
+            headers: StoredHeaders::from_map(&headers),
             response_time,
             initial_age: Duration::ZERO,
             ttl: Duration::from_secs(600),

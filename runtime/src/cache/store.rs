@@ -33,14 +33,17 @@ const MAX_VARIANTS: usize = 32;
 #[derive(Debug)]
 pub struct Variants {
     rule: VaryRule,
-    objects: Vec<Arc<CachedObject>>,
+    /// Boxed, so that a key's list is exactly as long as its variants (a `Vec` pushed to once
+    /// holds room for four).
+    objects: Box<[Arc<CachedObject>]>,
     weight: u64,
 }
 
 impl Variants {
     fn new(key: &CacheKey, rule: VaryRule, objects: Vec<Arc<CachedObject>>) -> Variants {
+        let objects = objects.into_boxed_slice();
         let objects_weight: u64 = objects.iter().map(|o| o.weight()).sum();
-        let list = (objects.capacity() * size_of::<Arc<CachedObject>>()) as u64;
+        let list = (objects.len() * size_of::<Arc<CachedObject>>()) as u64;
         Variants {
             rule,
             objects,
@@ -181,7 +184,7 @@ impl Store {
     pub fn variants(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
         self.objects
             .get(key)
-            .map_or_else(Vec::new, |variants| variants.objects.clone())
+            .map_or_else(Vec::new, |variants| variants.objects.to_vec())
     }
 
     /// Every stored object with its key, in no particular order (the ban lurker's walk). Keys

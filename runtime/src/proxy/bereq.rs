@@ -132,7 +132,9 @@ pub(super) fn fill(parts: &Parts, client: IpAddr, stale: Option<&CachedObject>) 
         headers.remove(name);
     }
     if let Some(stale) = stale {
-        headers.extend(conditional::conditional_request_headers(&stale.head.headers));
+        headers.extend(conditional::conditional_request_headers(
+            &stale.head.headers.to_map(0),
+        ));
     }
     bereq
 }

@@ -26,7 +26,7 @@ use super::relay;
 use super::request_checks;
 use super::route::Route;
 use super::trace::{self, Side};
-use super::vcl::{self, ClientResponse, ClientSession};
+use super::vcl::{self, ClientResponse, ClientSession, HitObject};
 use super::{bereq, builtin};
 use super::{headers, pipe, respond, synth, Shared};
 use crate::backend::{ClientBody, OutgoingBody};
@@ -516,7 +516,7 @@ impl PolicyHooks for VclHooks<'_, '_> {
             );
             return None;
         }
-        self.session.obj = Some(object.clone());
+        self.session.obj = Some(HitObject::new(object.clone()));
         let action = trace::call(self.program, Sub::Hit, self.session);
         self.session.obj = None;
         (action != Action::Deliver).then_some(action)

@@ -32,7 +32,7 @@ use crate::cache::body::{BoxError, ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
 use crate::cache::fill::Fill;
 use crate::cache::key::CacheKey;
-use crate::cache::object::{compact_headers, compact_value, CachedObject, ObjectHead};
+use crate::cache::object::{compact_value, CachedObject, ObjectHead, StoredHeaders};
 use crate::cache::rules::control::{RequestDirectives, ResponseDirectives};
 use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
@@ -412,9 +412,6 @@ async fn passed_through(
     Delivery::Replaced(rewritten.unwrap_or_else(|replaced| replaced))
 }
 
-/// Fields a hit typically adds to the stored ones (see [`FetchTask::judge`]).
-const HIT_FIELDS: usize = 4;
-
 /// Why a fetched response is not stored.
 enum NotStored {
     /// The rules or the policy say so: relay the response as it is.
@@ -534,11 +531,11 @@ impl FetchTask {
             .stale
             .clone()
             .filter(|_| parts.status == StatusCode::NOT_MODIFIED)
-            .filter(|stale| conditional::validates_stored(&stale.head.headers, &parts.headers));
+            .filter(|stale| conditional::validates_stored(&stale.head.headers.to_map(0), &parts.headers));
         let judged = match &confirmed {
             // RFC 9111 §4.3.4: the stored response with the 304's fields merged in.
             Some(stale) => {
-                let mut merged = stale.head.headers.clone();
+                let mut merged = stale.head.headers.to_map(0);
                 conditional::merge_304(&mut merged, &parts.headers);
                 let mut status = stale.head.status;
                 self.judge(
@@ -569,9 +566,12 @@ impl FetchTask {
                 let body = match body_plugins {
                     None => Either::Left(body),
                     Some(plugins) => {
+                        let mut fields = head.headers.to_map(0);
                         let rewritten =
-                            plugins.rewrite_stored(&self.version, &mut head.status, &mut head.headers, body);
-                        match rewritten.await {
+                            plugins.rewrite_stored(&self.version, &mut head.status, &mut fields, body);
+                        let rewritten = rewritten.await;
+                        head.headers = StoredHeaders::from_map(&fields);
+                        match rewritten {
                             Ok(rewritten) => Either::Right(rewritten),
                             Err(replaced) => {
                                 self.fill.replaced();
@@ -581,8 +581,16 @@ impl FetchTask {
                     }
                 };
                 let (gzip, gunzip) = self.do_gzip.get();
-                let recode = Recode::decide(gzip, gunzip, head.esi, &head.headers);
-                recode.mark(&mut head.headers);
+                let esi = head.esi;
+                let recode = if gzip || gunzip || esi {
+                    head.headers.edit(|fields| {
+                        let recode = Recode::decide(gzip, gunzip, esi, fields);
+                        recode.mark(fields);
+                        recode
+                    })
+                } else {
+                    Recode::Keep
+                };
                 let body = recode.apply(body);
                 let head = Arc::new(head);
                 // The length is checked again: a policy may have removed the `Content-Length`
@@ -654,10 +662,9 @@ impl FetchTask {
         let request_time = self.shared.cache.clock.now();
         let response = attempts.send(&mut self.backend, bereq).await?;
         let unmatched_304 = response.status() == StatusCode::NOT_MODIFIED
-            && self
-                .stale
-                .as_ref()
-                .is_some_and(|stale| !conditional::validates_stored(&stale.head.headers, response.headers()));
+            && self.stale.as_ref().is_some_and(|stale| {
+                !conditional::validates_stored(&stale.head.headers.to_map(0), response.headers())
+            });
         if !unmatched_304 {
             return Ok((response, request_time));
         }
@@ -801,9 +808,7 @@ impl FetchTask {
         if !stored.contains_key(header::VIA) {
             headers::append_via(&mut stored, version);
         }
-        // Every hit clones this map and adds `Age`, the cache-status header and whatever
-        // `vcl_deliver` or a plugin sets; room made once here spares each hit a rehash.
-        let stored = compact_headers(&stored, HIT_FIELDS);
+        let stored = StoredHeaders::from_map(&stored);
         let url = self
             .request
             .uri

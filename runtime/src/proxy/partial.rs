@@ -36,7 +36,7 @@ use super::{bereq, fetch, h2_accounting, headers, respond, Shared};
 use crate::backend::{Backend, TimedBody};
 use crate::cache::body::{BoxError, ProxyBody, StoredBody};
 use crate::cache::key::CacheKey;
-use crate::cache::object::{CachedObject, ObjectHead};
+use crate::cache::object::{CachedObject, ObjectHead, StoredHeaders};
 use crate::cache::partial::{Known, Representation};
 use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::partial::{self as rules, ContentRange};
@@ -134,7 +134,8 @@ pub(super) async fn serve(
     // most: a representation that keeps changing is left to the body to cut short).
     let mut changes = 0;
     let (wanted, span, pieces) = loop {
-        if let Some(response) = respond::not_modified(&representation.head, &request.headers, now) {
+        let stored = representation.head.headers.to_map(respond::HIT_FIELDS);
+        if let Some(response) = respond::not_modified(&representation.head, &stored, &request.headers, now) {
             return (response, state(origin_asked));
         }
         let wanted = Wanted::of(request, &representation);
@@ -203,11 +204,11 @@ impl Wanted {
         if request.method == Method::HEAD {
             return Wanted::HeadOnly;
         }
-        let headers = &representation.head.headers;
+        let stored = representation.head.headers.to_map(0);
         match range::evaluate_range(
             &request.method,
             &request.headers,
-            headers,
+            &stored,
             representation.complete,
         ) {
             RangeOutcome::Single(part) => Wanted::Part(part),
@@ -224,7 +225,7 @@ impl Wanted {
     ) -> Response<ProxyBody> {
         let head = &representation.head;
         let mut response = Response::new(body);
-        *response.headers_mut() = head.headers.clone();
+        *response.headers_mut() = head.headers.to_map(respond::HIT_FIELDS);
         let fields = response.headers_mut();
         let complete = representation.complete;
         let status = match self {
@@ -376,7 +377,10 @@ impl Slicer {
         let slice = &part.object.head;
         let head = ObjectHead {
             status: StatusCode::OK,
-            headers: rules::representation_headers(&slice.headers, complete),
+            headers: StoredHeaders::from_map(&rules::representation_headers(
+                &slice.headers.to_map(0),
+                complete,
+            )),
             response_time: slice.response_time,
             initial_age: slice.initial_age,
             ttl: slice.ttl,
@@ -427,7 +431,8 @@ impl Slicer {
                     );
                     reuse != Reuse::Revalidate
                         && !self.shared.cache.is_banned(slice)
-                        && rules::strong_validator(&head.headers).as_ref() == Some(&representation.validator)
+                        && rules::strong_validator(&head.headers.to_map(0)).as_ref()
+                            == Some(&representation.validator)
                 });
                 match usable {
                     Some(slice) => Piece::Held(slice.body.clone(), index),

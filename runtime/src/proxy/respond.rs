@@ -18,6 +18,10 @@ use crate::cache::rules::range::{self, RangeOutcome};
 /// Separates the parts of a `multipart/byteranges` body.
 const BOUNDARY: &str = "edgecache-byteranges";
 
+/// Fields a response from a stored object gets room for in its map beyond the stored ones:
+/// `Age`, the cache-status header and what `vcl_deliver` or a plugin sets, without a rehash.
+pub(super) const HIT_FIELDS: usize = 4;
+
 /// `response` with the object's current `Age` (RFC 9111 §4.2.3).
 pub(super) fn with_age(
     mut response: Response<ProxyBody>,
@@ -37,16 +41,17 @@ fn response(status: StatusCode, headers: HeaderMap, body: ProxyBody) -> Response
     response
 }
 
-/// `304 Not Modified` when the request's conditionals match the object.
+/// `304 Not Modified` when the request's conditionals match the object, whose fields are
+/// `stored` (as [`StoredHeaders::to_map`](crate::cache::object::StoredHeaders::to_map) gives them).
 pub(super) fn not_modified(
     head: &ObjectHead,
+    stored: &HeaderMap,
     request: &HeaderMap,
     now: SystemTime,
 ) -> Option<Response<ProxyBody>> {
-    let outcome =
-        conditional::evaluate_client_conditional(request, head.status, &head.headers, head.response_time);
+    let outcome = conditional::evaluate_client_conditional(request, head.status, stored, head.response_time);
     (outcome == ConditionalOutcome::NotModified).then(|| {
-        let headers = conditional::not_modified_headers(&head.headers);
+        let headers = conditional::not_modified_headers(stored);
         with_age(
             response(StatusCode::NOT_MODIFIED, headers, ProxyBody::empty()),
             head,
@@ -70,7 +75,8 @@ pub(super) fn from_head(
         };
         return esi_page(head, body, page, method, now);
     }
-    if let Some(response) = not_modified(head, request, now) {
+    let headers = head.headers.to_map(HIT_FIELDS);
+    if let Some(response) = not_modified(head, &headers, request, now) {
         return response;
     }
     let body = if method == Method::HEAD {
@@ -78,7 +84,7 @@ pub(super) fn from_head(
     } else {
         body
     };
-    with_age(response(head.status, head.headers.clone(), body), head, now)
+    with_age(response(head.status, headers, body), head, now)
 }
 
 /// The answer to `method`/`request` from a complete stored object: 304, 206, 416 or the
@@ -94,17 +100,17 @@ pub(super) fn from_object(
         let page = EsiBody::Stored(object.clone());
         return esi_page(head, object.body.to_body(), page, method, now);
     }
-    if let Some(response) = not_modified(head, request, now) {
+    let mut headers = head.headers.to_map(HIT_FIELDS);
+    if let Some(response) = not_modified(head, &headers, request, now) {
         return response;
     }
     let whole = &object.body;
     let length = whole.len();
     let ranges = if head.status == StatusCode::OK {
-        range::evaluate_range(method, request, &head.headers, length)
+        range::evaluate_range(method, request, &headers, length)
     } else {
         RangeOutcome::Full
     };
-    let mut headers = head.headers.clone();
     let (status, body, body_length) = match ranges {
         RangeOutcome::Full => {
             let body = if method == Method::HEAD {
@@ -120,7 +126,8 @@ pub(super) fn from_object(
             (StatusCode::PARTIAL_CONTENT, body, body_length)
         }
         RangeOutcome::Multi(parts) => {
-            let body = range::multipart_body(whole, &parts, head.headers.get(header::CONTENT_TYPE), BOUNDARY);
+            let body =
+                range::multipart_body(whole, &parts, head.headers.get(&header::CONTENT_TYPE), BOUNDARY);
             if let Some(content_type) = range::multipart_content_type(BOUNDARY) {
                 headers.insert(header::CONTENT_TYPE, content_type);
             }
@@ -145,7 +152,7 @@ fn esi_page(
     method: &Method,
     now: SystemTime,
 ) -> Response<ProxyBody> {
-    let mut headers = head.headers.clone();
+    let mut headers = head.headers.to_map(HIT_FIELDS);
     headers.remove(header::CONTENT_LENGTH);
     let mut response = if method == Method::HEAD {
         response(head.status, headers, ProxyBody::empty())

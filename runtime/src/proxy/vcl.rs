@@ -4,6 +4,7 @@
 //! `vcl_backend_response`).
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -275,7 +276,7 @@ pub(super) struct ClientSession<'a> {
     pub hit_miss: bool,
     pub hit_pass: bool,
     /// The stored object, in `vcl_hit`.
-    pub obj: Option<Arc<CachedObject>>,
+    pub obj: Option<HitObject>,
     pub synthetic: Option<String>,
     pub bans: Vec<BanExpr>,
     pub plugins: PluginCalls,
@@ -502,6 +503,26 @@ impl ClientSession<'_> {
     }
 }
 
+/// The stored object `vcl_hit` sees (`obj.*`). Its fields are stored packed, so `obj.http.*`
+/// reads them from a map made the first time one is read.
+pub struct HitObject {
+    pub object: Arc<CachedObject>,
+    fields: OnceCell<HeaderMap>,
+}
+
+impl HitObject {
+    pub fn new(object: Arc<CachedObject>) -> HitObject {
+        HitObject {
+            object,
+            fields: OnceCell::new(),
+        }
+    }
+
+    fn fields(&self) -> &HeaderMap {
+        self.fields.get_or_init(|| self.object.head.headers.to_map(0))
+    }
+}
+
 impl ClientSession<'_> {
     /// The fields a client-side sub reads as `scope` (`obj` only in `vcl_hit`, `resp` in
     /// `vcl_deliver` / `vcl_synth`, `bereq` in `vcl_pipe`).
@@ -509,7 +530,7 @@ impl ClientSession<'_> {
         match scope {
             Scope::Req => Some(&self.req.headers),
             Scope::Resp => Some(&self.resp.as_ref()?.headers),
-            Scope::Obj => Some(&self.obj.as_ref()?.head.headers),
+            Scope::Obj => Some(self.obj.as_ref()?.fields()),
             Scope::Bereq => Some(&self.bereq.as_ref()?.headers),
             Scope::ReqTop => Some(&self.top().headers),
             _ => None,
@@ -604,7 +625,7 @@ impl ClientSession<'_> {
                         _ => &listener.endpoint,
                     })
                 }),
-            Var::ObjCanEsi => Value::Bool(self.obj.as_ref().map_or(self.can_esi, |o| o.esi.is_some())),
+            Var::ObjCanEsi => Value::Bool(self.obj.as_ref().map_or(self.can_esi, |o| o.object.esi.is_some())),
             Var::ReqEsiLevel => Value::Int(self.esi.as_ref().map_or(0, |esi| i64::from(esi.level))),
             Var::ReqEsi => Value::Bool(self.req_esi),
             Var::RespDoEsi => Value::Bool(self.do_esi),
@@ -614,19 +635,18 @@ impl ClientSession<'_> {
             Var::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),
             Var::ReqBackendHint => Value::Backend(self.backend_hint),
             Var::ObjHits => match &self.obj {
-                Some(object) => Value::Int(object.hits() as i64),
+                Some(hit) => Value::Int(hit.object.hits() as i64),
                 None => Value::Int(self.obj_hits as i64),
             },
-            Var::ObjStatus => self
-                .obj
-                .as_ref()
-                .map_or(Value::Unset, |o| Value::Int(i64::from(o.head.status.as_u16()))),
+            Var::ObjStatus => self.obj.as_ref().map_or(Value::Unset, |o| {
+                Value::Int(i64::from(o.object.head.status.as_u16()))
+            }),
             Var::ObjTtl => self.obj.as_ref().map_or(Value::Unset, |o| {
-                let age = o.head.age_at(self.cache.clock.now());
-                Value::Duration(o.ttl().as_secs_f64() - age.as_secs_f64())
+                let age = o.object.head.age_at(self.cache.clock.now());
+                Value::Duration(o.object.ttl().as_secs_f64() - age.as_secs_f64())
             }),
             Var::ObjAge => self.obj.as_ref().map_or(Value::Unset, |o| {
-                Value::Duration(o.head.age_at(self.cache.clock.now()).as_secs_f64())
+                Value::Duration(o.object.head.age_at(self.cache.clock.now()).as_secs_f64())
             }),
             Var::RespStatus => self
                 .resp

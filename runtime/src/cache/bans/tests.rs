@@ -2,15 +2,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use super::BanList;
-use crate::cache::object::{CachedObject, ObjectHead};
+use crate::cache::object::{CachedObject, ObjectHead, StoredHeaders};
 
 fn object(url: &str, response_time: SystemTime) -> CachedObject {
     let head = ObjectHead {
         status: StatusCode::OK,
-        headers: HeaderMap::new(),
+        headers: StoredHeaders::default(),
         response_time,
         initial_age: Duration::ZERO,
         ttl: Duration::from_secs(600),
@@ -81,7 +81,8 @@ fn a_ban_applies_to_objects_stored_before_it_only() {
 fn with_header(name: &'static str, value: &'static str, response_time: SystemTime) -> CachedObject {
     let mut object = object("/page", response_time);
     let head = Arc::get_mut(&mut object.head).expect("not shared yet");
-    head.headers.insert(name, http::HeaderValue::from_static(value));
+    head.headers
+        .edit(|fields| fields.insert(name, http::HeaderValue::from_static(value)));
     object
 }
 
