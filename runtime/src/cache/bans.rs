@@ -305,13 +305,7 @@ impl BanContext for BanTarget<'_> {
 
     fn req_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
         if name == http::header::HOST {
-            return self
-                .0
-                .head
-                .host
-                .as_ref()
-                .and_then(|v| v.to_str().ok())
-                .map(Cow::Borrowed);
+            return self.0.head.host.as_deref().map(Cow::Borrowed);
         }
         None
     }

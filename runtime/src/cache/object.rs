@@ -31,10 +31,10 @@ pub struct ObjectHead {
     /// The response's cache directives, for the stale and revalidation rules.
     pub directives: ResponseDirectives,
     /// The `Vary` fingerprint of the request that fetched it (`None` = no `Vary`).
-    pub variant: Option<Bytes>,
+    pub variant: Option<Box<[u8]>>,
     /// The URL and `Host` it was fetched for, for bans on `req.url` / `req.http.host`.
     pub url: Box<str>,
-    pub host: Option<http::HeaderValue>,
+    pub host: Option<Box<str>>,
     /// `beresp.do_esi`: the body is parsed for ESI when stored (see [`EsiInstructions`]).
     pub esi: bool,
 }
@@ -134,13 +134,6 @@ impl StoredHeaders {
         let values: usize = self.fields.iter().map(|(_, value)| value.len()).sum();
         slots + names + values + 2 * MALLOC_OVERHEAD + 32
     }
-}
-
-/// A copy of `value` in a buffer of its own size (see [`StoredHeaders`]).
-pub fn compact_value(value: &HeaderValue) -> HeaderValue {
-    let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
-    copy.set_sensitive(value.is_sensitive());
-    copy
 }
 
 /// What the allocator adds to every allocation (glibc: a 16-byte header, sizes rounded up).
@@ -307,7 +300,7 @@ impl CachedObject {
     pub fn for_tests(
         url: &str,
         headers: HeaderMap,
-        variant: Option<Bytes>,
+        variant: Option<Box<[u8]>>,
         response_time: SystemTime,
     ) -> CachedObject {
         let head = ObjectHead {

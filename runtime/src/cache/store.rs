@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::HeaderMap;
 use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
@@ -80,7 +79,7 @@ impl Expiry<CacheKey, Arc<Variants>> for RetainFor {
 
 /// Whether a request selects the variant with fingerprint `variant` under `rule`. `Vary: *`
 /// gives no fingerprint and so matches nothing (RFC 9111 §4.1).
-pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: &Option<Bytes>) -> bool {
+pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: &Option<Box<[u8]>>) -> bool {
     match (rule, variant) {
         (VaryRule::None, _) => true,
         (_, Some(fingerprint)) => rule.matches(request, fingerprint),

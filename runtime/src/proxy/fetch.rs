@@ -32,7 +32,7 @@ use crate::cache::body::{BoxError, ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
 use crate::cache::fill::Fill;
 use crate::cache::key::CacheKey;
-use crate::cache::object::{compact_value, CachedObject, ObjectHead, StoredHeaders};
+use crate::cache::object::{CachedObject, ObjectHead, StoredHeaders};
 use crate::cache::rules::control::{RequestDirectives, ResponseDirectives};
 use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
@@ -815,7 +815,12 @@ impl FetchTask {
             .path_and_query()
             .map_or("/", |pq| pq.as_str())
             .into();
-        let host = self.request.headers.get(header::HOST).map(compact_value);
+        let host = self
+            .request
+            .headers
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .map(Into::into);
         let head = ObjectHead {
             status: *status,
             grace,

@@ -88,7 +88,8 @@ impl FieldScope {
 /// The response cache directives that apply to this (shared) cache.
 ///
 /// Built from the targeted field when it is present and valid (RFC 9213 §2.2), otherwise from
-/// `Cache-Control` (RFC 9111 §5.2.2, RFC 5861, RFC 8246).
+/// `Cache-Control` (RFC 9111 §5.2.2, RFC 5861, RFC 8246). Every stored object keeps one, so
+/// its seconds are `u32`: delta-seconds stop at 2^31 (RFC 9111 §1.2.2).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ResponseDirectives {
     /// `no-store` (§5.2.2.5), as received; `check_storable` ignores it for understood status
@@ -103,9 +104,9 @@ pub(crate) struct ResponseDirectives {
     /// `public` (§5.2.2.9).
     pub public: bool,
     /// `max-age` in seconds (§5.2.2.1); `Some(0)` when invalid.
-    pub max_age: Option<u64>,
+    pub max_age: Option<u32>,
     /// `s-maxage` in seconds (§5.2.2.10); `Some(0)` when invalid.
-    pub s_maxage: Option<u64>,
+    pub s_maxage: Option<u32>,
     /// `must-revalidate` (§5.2.2.2).
     pub must_revalidate: bool,
     /// `proxy-revalidate` (§5.2.2.8).
@@ -113,9 +114,9 @@ pub(crate) struct ResponseDirectives {
     /// `must-understand` (§5.2.2.3).
     pub must_understand: bool,
     /// `stale-while-revalidate` in seconds (RFC 5861 §3).
-    pub stale_while_revalidate: Option<u64>,
+    pub stale_while_revalidate: Option<u32>,
     /// `stale-if-error` in seconds (RFC 5861 §4).
-    pub stale_if_error: Option<u64>,
+    pub stale_if_error: Option<u32>,
     /// `immutable` (RFC 8246).
     pub immutable: bool,
     /// The directives came from the targeted field, so `Expires` must be ignored too
@@ -253,20 +254,20 @@ impl RequestDirectives {
                     dirs.no_store = true;
                 } else if name.eq_ignore_ascii_case(b"max-age") {
                     if dirs.max_age.is_none() {
-                        dirs.max_age = Some(delta_seconds(&d.arg).unwrap_or(0));
+                        dirs.max_age = Some(delta_seconds(&d.arg).map_or(0, u64::from));
                     }
                 } else if name.eq_ignore_ascii_case(b"max-stale") {
                     if !seen_max_stale {
                         seen_max_stale = true;
                         dirs.max_stale = match d.arg {
                             Arg::None => Some(MaxStale::Any),
-                            _ => delta_seconds(&d.arg).map(MaxStale::Secs),
+                            _ => delta_seconds(&d.arg).map(|delta| MaxStale::Secs(delta.into())),
                         };
                     }
                 } else if name.eq_ignore_ascii_case(b"min-fresh") {
                     if !seen_min_fresh {
                         seen_min_fresh = true;
-                        dirs.min_fresh = delta_seconds(&d.arg);
+                        dirs.min_fresh = delta_seconds(&d.arg).map(u64::from);
                     }
                 } else if name.eq_ignore_ascii_case(b"only-if-cached") {
                     dirs.only_if_cached = true;
@@ -395,9 +396,10 @@ impl<'a> Iterator for Directives<'a> {
 }
 
 /// A delta-seconds argument, in token or quoted form (RFC 9111 §5.2: recipients accept both).
-fn delta_seconds(arg: &Arg<'_>) -> Option<u64> {
+fn delta_seconds(arg: &Arg<'_>) -> Option<u32> {
     match arg {
-        Arg::Token(t) | Arg::Quoted(t) => parse_delta(t),
+        // At most `DELTA_SECONDS_MAX` (2^31), so it fits.
+        Arg::Token(t) | Arg::Quoted(t) => parse_delta(t).map(|delta| delta as u32),
         Arg::None | Arg::Invalid => None,
     }
 }
@@ -497,7 +499,7 @@ fn parse_targeted(headers: &HeaderMap, name: &HeaderName) -> Option<ResponseDire
         let flag = !matches!(value, SfValue::Bool(false));
         let exact_true = matches!(value, SfValue::Bool(true));
         let delta = match value {
-            SfValue::Integer(n) if *n >= 0 => Some((*n as u64).min(DELTA_SECONDS_MAX)),
+            SfValue::Integer(n) if *n >= 0 => Some((*n as u64).min(DELTA_SECONDS_MAX) as u32),
             _ => None,
         };
         match key.as_slice() {

@@ -113,10 +113,10 @@ pub(crate) fn freshness_lifetime(
     opts: &FreshnessOptions,
 ) -> Lifetime {
     if let Some(s) = dirs.s_maxage {
-        return lifetime(Duration::from_secs(s), LifetimeSource::SMaxAge);
+        return lifetime(Duration::from_secs(s.into()), LifetimeSource::SMaxAge);
     }
     if let Some(s) = dirs.max_age {
-        return lifetime(Duration::from_secs(s), LifetimeSource::MaxAge);
+        return lifetime(Duration::from_secs(s.into()), LifetimeSource::MaxAge);
     }
     let date = parse_date(resp);
     if !dirs.from_targeted {
@@ -170,8 +170,8 @@ pub(crate) fn retention(
     let stale = if dirs.forbids_stale() {
         Duration::ZERO
     } else {
-        let swr = Duration::from_secs(dirs.stale_while_revalidate.unwrap_or(0));
-        let sie = Duration::from_secs(dirs.stale_if_error.unwrap_or(0));
+        let swr = Duration::from_secs(dirs.stale_while_revalidate.unwrap_or(0).into());
+        let sie = Duration::from_secs(dirs.stale_if_error.unwrap_or(0).into());
         swr.max(sie).max(grace)
     };
     let keep = if has_validator { keep } else { Duration::ZERO };

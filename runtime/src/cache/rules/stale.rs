@@ -152,7 +152,7 @@ pub(crate) fn may_serve_stale(
         return None;
     }
     let staleness = age.saturating_sub(lifetime);
-    let within = |secs: Option<u64>| secs.is_some_and(|s| staleness <= Duration::from_secs(s));
+    let within = |secs: Option<u32>| secs.is_some_and(|s| staleness <= Duration::from_secs(s.into()));
     let in_grace = !grace.is_zero() && staleness <= grace;
     match situation {
         StaleSituation::Revalidating => {

@@ -4,7 +4,6 @@
 //! fingerprint, and a lookup compares the request against it with [`VaryRule::matches`],
 //! which does not allocate.
 
-use bytes::Bytes;
 use http::header::{GetAll, HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, VARY};
 
 use super::syntax::{is_tchar, list_members, quoted_end, trim_ows};
@@ -62,10 +61,10 @@ impl VaryRule {
     /// each item, so they are written in canonical form (see [`write_weighted`]: `fr, EN;q=1.0`
     /// is `en,fr`), or lowercased when they do not parse. An absent field differs from an
     /// empty one.
-    pub(crate) fn request_fingerprint(&self, req: &HeaderMap) -> Option<Bytes> {
+    pub(crate) fn request_fingerprint(&self, req: &HeaderMap) -> Option<Box<[u8]>> {
         let mut out = Vec::new();
         self.write(req, &mut out)?;
-        Some(Bytes::from(out))
+        Some(out.into_boxed_slice())
     }
 
     /// `true` when `req` has the same selecting fields as the request whose

@@ -19,7 +19,7 @@ fn cc(lines: &[&str]) -> ResponseDirectives {
 #[test]
 fn response_max_age_and_s_maxage() {
     #[rustfmt::skip]
-    let table: &[(&[&str], Option<u64>, Option<u64>)] = &[
+    let table: &[(&[&str], Option<u32>, Option<u32>)] = &[
         // §5.2.2.1: plain token form
         (&["max-age=60"], Some(60), None),
         // §5.2: recipients accept the quoted-string form too
@@ -118,7 +118,7 @@ fn response_flags_and_extensions() {
     assert_eq!(d.stale_if_error, Some(600));
 
     #[rustfmt::skip]
-    let table: &[(&[&str], Option<u64>, Option<u64>)] = &[
+    let table: &[(&[&str], Option<u32>, Option<u32>)] = &[
         // RFC 5861: an invalid window is ignored, not treated as zero
         (&["stale-while-revalidate=abc, stale-if-error=-5"], None, None),
         // RFC 5861 + §4.2.1: first occurrence counts even when invalid
@@ -165,7 +165,7 @@ fn allows_authorized_reuse_and_forbids_stale() {
 fn targeted_field() {
     let cdn = HeaderName::from_static("cdn-cache-control");
     #[rustfmt::skip]
-    let table: &[(Pairs, bool, Option<u64>, bool)] = &[
+    let table: &[(Pairs, bool, Option<u32>, bool)] = &[
         // RFC 9213 §2.2: the targeted field replaces Cache-Control
         (&[("cache-control", "private"), ("cdn-cache-control", "max-age=60")], true, Some(60), false),
         // RFC 9213 §2.2: absent → Cache-Control
