@@ -138,7 +138,7 @@ pub(super) async fn serve(
         if let Some(response) = respond::not_modified(&representation.head, &stored, &request.headers, now) {
             return (response, state(origin_asked));
         }
-        let wanted = Wanted::of(request, &representation);
+        let wanted = Wanted::of(request, &stored, representation.complete);
         let span = match &wanted {
             Wanted::Whole => 0..representation.complete,
             Wanted::Part(part) => part.clone(),
@@ -199,18 +199,13 @@ enum Wanted {
 
 impl Wanted {
     /// RFC 9110 §14.2: one range is cut; several are answered with the whole (a server may
-    /// ignore `Range`), as is a `Range` that `If-Range` does not let through.
-    fn of(request: &Parts, representation: &Representation) -> Wanted {
+    /// ignore `Range`), as is a `Range` that `If-Range` does not let through. `stored` is the
+    /// representation's fields, `complete` its length.
+    fn of(request: &Parts, stored: &HeaderMap, complete: u64) -> Wanted {
         if request.method == Method::HEAD {
             return Wanted::HeadOnly;
         }
-        let stored = representation.head.headers.to_map(0);
-        match range::evaluate_range(
-            &request.method,
-            &request.headers,
-            &stored,
-            representation.complete,
-        ) {
+        match range::evaluate_range(&request.method, &request.headers, stored, complete) {
             RangeOutcome::Single(part) => Wanted::Part(part),
             RangeOutcome::Unsatisfiable => Wanted::Unsatisfiable,
             RangeOutcome::Full | RangeOutcome::Multi(_) => Wanted::Whole,
