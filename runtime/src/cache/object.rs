@@ -11,6 +11,9 @@ use super::body::StoredBody;
 use super::rules::age;
 use super::rules::control::ResponseDirectives;
 
+#[cfg(test)]
+mod tests;
+
 /// Response metadata fixed when the origin's headers arrive; shared by the stored object and
 /// by requests served while the body is still streaming in.
 #[derive(Debug)]
