@@ -185,3 +185,20 @@ async fn a_backend_on_edgecaches_own_listen_address_is_refused_at_start() {
         .to_string();
     assert!(error.contains("edgecache's own listen address"), "{error}");
 }
+
+/// A piped request (a WebSocket upgrade, which the builtin `vcl_recv` pipes) whose backend is
+/// down gets the same page, the request id included.
+#[tokio::test]
+async fn a_pipe_to_a_backend_that_is_down_gets_the_page_with_its_xid() {
+    let backend = unused_port().await;
+    let (_proxy, addr) = start_proxy(backend, |_| {}).await;
+    let upgrade = [
+        ("connection", "upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("sec-websocket-version", "13"),
+    ];
+    let reply = get(addr, "/socket", &upgrade).await;
+    assert_eq!(reply.status, 503);
+    assert_generic_page(&reply.text(), &backend.to_string());
+}

@@ -35,7 +35,8 @@ pub(super) fn cached_body(parts: &Parts) -> Option<bytes::Bytes> {
 const ADDED_FIELDS: usize = 4;
 
 /// The head every backend request starts from: the client's method, target and fields, minus
-/// the hop-by-hop ones, with `Host`, `X-Forwarded-For` and `Via`.
+/// the hop-by-hop ones, with `Host`, `X-Forwarded-For` and `Via`, and the client's side (its
+/// connection, for `remote.ip` / `local.ip`, and `bereq.xid`, also on a pipe's failure page).
 fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
     let (mut head, ()) = Request::new(()).into_parts();
     head.method = parts.method.clone();
@@ -62,17 +63,15 @@ fn forwarded(parts: &Parts, client: IpAddr) -> Parts {
     if let Some(side) = ClientSide::of(&parts.extensions) {
         // For the PROXY header of backends with `.proxy_header` (the origin learns the client).
         head.extensions.insert(side.connection.addresses);
+        head.extensions.insert(side.clone());
     }
     head
 }
 
-/// A fetch's request: [`forwarded`], plus what the backend subs read of the client request
-/// (`remote.ip` / `local.ip`, `bereq.xid`, `bereq.is_bgfetch`).
+/// A fetch's request: [`forwarded`], plus what else the backend subs read of the client
+/// request (its trace, `bereq.is_bgfetch`).
 fn fetch(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingBody> {
     let mut head = forwarded(parts, client);
-    if let Some(side) = ClientSide::of(&parts.extensions) {
-        head.extensions.insert(side.clone());
-    }
     if let Some(trace) = super::trace::of(parts) {
         head.extensions.insert(trace.clone());
     }
