@@ -505,13 +505,13 @@ impl ClientSession<'_> {
 
 /// The stored object `vcl_hit` sees (`obj.*`). Its fields are stored packed, so `obj.http.*`
 /// reads them from a map made the first time one is read.
-pub struct HitObject {
+pub(super) struct HitObject {
     pub object: Arc<CachedObject>,
     fields: OnceCell<HeaderMap>,
 }
 
 impl HitObject {
-    pub fn new(object: Arc<CachedObject>) -> HitObject {
+    pub(super) fn new(object: Arc<CachedObject>) -> HitObject {
         HitObject {
             object,
             fields: OnceCell::new(),
