@@ -291,7 +291,7 @@ impl BanContext for BanTarget<'_> {
             .head
             .headers
             .get(name)
-            .and_then(|v| v.to_str().ok())
+            .and_then(|value| std::str::from_utf8(value).ok())
             .map(Cow::Borrowed)
     }
 
@@ -300,12 +300,12 @@ impl BanContext for BanTarget<'_> {
     }
 
     fn req_url(&self) -> Option<Cow<'_, str>> {
-        Some(Cow::Borrowed(&self.0.head.url))
+        Some(Cow::Borrowed(self.0.head.requested().url))
     }
 
     fn req_header(&self, name: &HeaderName) -> Option<Cow<'_, str>> {
         if name == http::header::HOST {
-            return self.0.head.host.as_deref().map(Cow::Borrowed);
+            return self.0.head.requested().host.map(Cow::Borrowed);
         }
         None
     }

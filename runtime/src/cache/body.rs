@@ -33,11 +33,7 @@ pub enum ProxyBody {
     /// A complete body, sent in one frame (synthetic responses).
     Full(Option<Bytes>),
     /// A stored body, sent chunk by chunk without copying (cache hits).
-    Stored {
-        chunks: Arc<[Bytes]>,
-        next: usize,
-        left: u64,
-    },
+    Stored { chunks: Chunks, next: usize, left: u64 },
     /// A body that arrives over time (origin responses).
     Stream(UnsyncBoxBody<Bytes, BoxError>),
 }
@@ -72,7 +68,7 @@ impl Body for ProxyBody {
         match &mut *self {
             ProxyBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Stored { chunks, next, left } => {
-                let chunk = chunks.get(*next).cloned();
+                let chunk = chunks.as_slice().get(*next).cloned();
                 *next += 1;
                 if let Some(chunk) = &chunk {
                     *left -= chunk.len() as u64;
@@ -106,36 +102,85 @@ impl Body for ProxyBody {
 /// for this body alone. Cloning it shares the chunks.
 #[derive(Clone, Debug, Default)]
 pub struct StoredBody {
-    chunks: Arc<[Bytes]>,
-    len: u64,
-    /// Bytes of the buffers behind the chunks (at least `len`), for the cache's weigher.
+    chunks: Chunks,
+    /// Bytes of the buffers behind the chunks (at least the body's length), for the cache's
+    /// weigher.
     allocated: u64,
+}
+
+/// The chunks of a stored body. Nearly every stored body is one chunk (a body with a
+/// `Content-Length` is copied into one buffer of its size), and a list of one would cost a
+/// small object 48 bytes more.
+#[derive(Clone, Debug)]
+pub enum Chunks {
+    /// One chunk; an empty one stands for no chunks.
+    One(Bytes),
+    Many {
+        chunks: Arc<[Bytes]>,
+        len: u64,
+    },
+}
+
+impl Default for Chunks {
+    fn default() -> Chunks {
+        Chunks::One(Bytes::new())
+    }
+}
+
+impl From<Vec<Bytes>> for Chunks {
+    fn from(mut chunks: Vec<Bytes>) -> Chunks {
+        if chunks.len() <= 1 {
+            return Chunks::One(chunks.pop().unwrap_or_default());
+        }
+        let len = chunks.iter().map(|chunk| chunk.len() as u64).sum();
+        Chunks::Many {
+            chunks: chunks.into(),
+            len,
+        }
+    }
+}
+
+impl Chunks {
+    fn as_slice(&self) -> &[Bytes] {
+        match self {
+            Chunks::One(chunk) if chunk.is_empty() => &[],
+            Chunks::One(chunk) => std::slice::from_ref(chunk),
+            Chunks::Many { chunks, .. } => chunks,
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Chunks::One(chunk) => chunk.len() as u64,
+            Chunks::Many { len, .. } => *len,
+        }
+    }
 }
 
 impl From<Bytes> for StoredBody {
     fn from(bytes: Bytes) -> StoredBody {
-        let len = bytes.len() as u64;
         StoredBody {
-            chunks: Arc::from([bytes]),
-            len,
-            allocated: len,
+            allocated: bytes.len() as u64,
+            chunks: Chunks::One(bytes),
         }
     }
 }
 
 impl StoredBody {
     pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Bytes this body keeps allocated.
-    pub fn allocated(&self) -> u64 {
-        self.allocated
-    }
-
-    /// Chunks it is kept in.
-    pub fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Bytes this body keeps allocated: its buffers, their `Bytes` shared headers, and the
+    /// list of its chunks when there are several.
+    pub fn weight(&self) -> u64 {
+        const SHARED: u64 = 32 + 16;
+        let chunks = self.chunks.as_slice().len() as u64;
+        let list = match &self.chunks {
+            Chunks::One(_) => 0,
+            Chunks::Many { .. } => 16 + 16 + chunks * size_of::<Bytes>() as u64,
+        };
+        self.allocated + chunks * SHARED + list
     }
 
     /// The whole body as a response body; the chunks are shared, not copied.
@@ -143,16 +188,16 @@ impl StoredBody {
         ProxyBody::Stored {
             chunks: self.chunks.clone(),
             next: 0,
-            left: self.len,
+            left: self.len(),
         }
     }
 
     /// Bytes `range` (clamped to the body) as a response body of shared slices, and its length.
     pub fn range_body(&self, range: Range<u64>) -> (ProxyBody, u64) {
-        let parts = self.range_parts(range);
-        let len = parts.iter().map(|part| part.len() as u64).sum();
+        let chunks = Chunks::from(self.range_parts(range));
+        let len = chunks.len();
         let body = ProxyBody::Stored {
-            chunks: parts.into(),
+            chunks,
             next: 0,
             left: len,
         };
@@ -173,9 +218,9 @@ impl StoredBody {
 
     /// Calls `each` with the slices of the chunks that make up `range`, in order.
     fn for_each_part(&self, range: Range<u64>, mut each: impl FnMut(Bytes)) {
-        let (start, end) = (range.start.min(self.len), range.end.min(self.len));
+        let (start, end) = (range.start.min(self.len()), range.end.min(self.len()));
         let mut offset = 0u64;
-        for chunk in self.chunks.iter() {
+        for chunk in self.chunks.as_slice() {
             let chunk_end = offset + chunk.len() as u64;
             if chunk_end > start && offset < end {
                 let from = start.saturating_sub(offset) as usize;
@@ -306,8 +351,8 @@ impl SharedBody {
         let body = SharedBody::default();
         {
             let mut fill = body.fill.lock();
-            fill.chunks = stored.chunks.iter().cloned().collect();
-            fill.len = stored.len;
+            fill.chunks = stored.chunks.as_slice().iter().cloned().collect();
+            fill.len = stored.len();
             fill.allocated = stored.allocated;
             fill.end = Some(Ok(()));
         }
@@ -359,8 +404,7 @@ impl SharedBody {
     pub fn stored(&self) -> StoredBody {
         let fill = self.fill.lock();
         StoredBody {
-            chunks: fill.chunks.iter().cloned().collect(),
-            len: fill.len,
+            chunks: Chunks::from(Vec::from_iter(fill.chunks.iter().cloned())),
             allocated: fill.allocated,
         }
     }
@@ -474,3 +518,6 @@ enum Step {
     End,
     Failed(String),
 }
+
+#[cfg(test)]
+mod tests;

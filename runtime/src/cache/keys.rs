@@ -80,7 +80,7 @@ impl KeyIndex {
         self.headers
             .iter()
             .flat_map(move |name| headers.get_all(name))
-            .filter_map(|value| value.to_str().ok())
+            .filter_map(|value| std::str::from_utf8(value).ok())
             .flat_map(tokens)
     }
 

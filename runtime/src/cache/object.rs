@@ -4,22 +4,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::StatusCode;
 
 use super::body::StoredBody;
 use super::rules::age;
 use super::rules::control::ResponseDirectives;
 
-#[cfg(test)]
-mod tests;
+mod headers;
+
+pub use headers::{Requested, StoredHeaders};
 
 /// Response metadata fixed when the origin's headers arrive; shared by the stored object and
 /// by requests served while the body is still streaming in.
 #[derive(Debug)]
 pub struct ObjectHead {
     pub status: StatusCode,
-    /// Headers as stored: hop-by-hop fields and `Age` removed (edgecache computes `Age`).
+    /// Headers as stored: hop-by-hop fields and `Age` removed (edgecache computes `Age`);
+    /// with them, what the response was requested for ([`ObjectHead::requested`]).
     pub headers: StoredHeaders,
     /// When the response arrived (`response_time` of RFC 9111 §4.2.3).
     pub response_time: SystemTime,
@@ -33,11 +34,6 @@ pub struct ObjectHead {
     pub retention: Duration,
     /// The response's cache directives, for the stale and revalidation rules.
     pub directives: ResponseDirectives,
-    /// The `Vary` fingerprint of the request that fetched it (`None` = no `Vary`).
-    pub variant: Option<Box<[u8]>>,
-    /// The URL and `Host` it was fetched for, for bans on `req.url` / `req.http.host`.
-    pub url: Box<str>,
-    pub host: Option<Box<str>>,
     /// `beresp.do_esi`: the body is parsed for ESI when stored (see [`EsiInstructions`]).
     pub esi: bool,
 }
@@ -47,95 +43,15 @@ impl ObjectHead {
     pub fn age_at(&self, now: SystemTime) -> Duration {
         age::current_age(self.initial_age, self.response_time, now)
     }
-}
 
-/// The header fields of a stored response, packed: one slot per field line in arrival order,
-/// their values slices of one buffer of exactly their size. A `HeaderMap` spends about 104
-/// bytes per field on its entry table plus an index and its own 96 bytes; a slot here is 72,
-/// which is ~300 of a small object's ~2 KB (docs/BENCHMARKS.md, "Session 10: memory per
-/// cached object"). Values parsed by hyper are slices of the connection's read buffer (8 KiB
-/// or more); a stored object holding them would keep that whole buffer alive while the
-/// weigher counts a few bytes, hence the one buffer.
-///
-/// A hit builds its response's map from it ([`StoredHeaders::to_map`]); the few readers that
-/// look a field up (validators, ranges, surrogate keys) scan the slots, which for the dozen
-/// fields of a response costs less than hashing.
-#[derive(Clone, Debug, Default)]
-pub struct StoredHeaders {
-    fields: Box<[(HeaderName, HeaderValue)]>,
-}
-
-impl StoredHeaders {
-    /// A packed copy of `headers`.
-    pub fn from_map(headers: &HeaderMap) -> StoredHeaders {
-        let total = headers.values().map(HeaderValue::len).sum();
-        let mut buffer = BytesMut::with_capacity(total);
-        for value in headers.values() {
-            buffer.extend_from_slice(value.as_bytes());
-        }
-        let buffer = buffer.freeze();
-        let mut offset = 0;
-        let fields = headers
-            .iter()
-            .map(|(name, value)| {
-                let end = offset + value.len();
-                // The bytes were a valid value a moment ago; keeping the original is the fallback.
-                let mut copy = HeaderValue::from_maybe_shared(buffer.slice(offset..end))
-                    .unwrap_or_else(|_| value.clone());
-                copy.set_sensitive(value.is_sensitive());
-                offset = end;
-                (name.clone(), copy)
-            })
-            .collect();
-        StoredHeaders { fields }
+    /// The URL, `Host` and `Vary` fingerprint it was fetched for.
+    pub fn requested(&self) -> Requested<'_> {
+        self.headers.requested()
     }
 
-    /// The fields as a map with room for `room` more without a rehash (a hit adds `Age`, the
-    /// cache-status header and whatever `vcl_deliver` or a plugin sets).
-    pub fn to_map(&self, room: usize) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(self.fields.len() + room);
-        for (name, value) in &self.fields {
-            map.append(name.clone(), value.clone());
-        }
-        map
-    }
-
-    /// Changes the fields through a map: for the edits made once, before an object is stored
-    /// (body plugins, gzip marks), never on a hit.
-    pub fn edit<R>(&mut self, change: impl FnOnce(&mut HeaderMap) -> R) -> R {
-        let mut map = self.to_map(0);
-        let result = change(&mut map);
-        *self = StoredHeaders::from_map(&map);
-        result
-    }
-
-    /// The first value of `name`.
-    pub fn get(&self, name: &HeaderName) -> Option<&HeaderValue> {
-        self.fields
-            .iter()
-            .find(|(field, _)| field == name)
-            .map(|(_, value)| value)
-    }
-
-    /// Every value of `name`, in order.
-    pub fn get_all<'a>(&'a self, name: &'a HeaderName) -> impl Iterator<Item = &'a HeaderValue> + 'a {
-        self.fields
-            .iter()
-            .filter(move |(field, _)| field == name)
-            .map(|(_, value)| value)
-    }
-
-    /// Bytes the fields hold: the slots, field names (each counted as its own allocation,
-    /// though standard names are static), the values' buffer and its `Bytes` shared header.
-    fn weight(&self) -> usize {
-        let slots = self.fields.len() * size_of::<(HeaderName, HeaderValue)>();
-        let names: usize = self
-            .fields
-            .iter()
-            .map(|(name, _)| name.as_str().len() + MALLOC_OVERHEAD)
-            .sum();
-        let values: usize = self.fields.iter().map(|(_, value)| value.len()).sum();
-        slots + names + values + 2 * MALLOC_OVERHEAD + 32
+    /// The `Vary` fingerprint it was fetched for (`None`: no `Vary`).
+    pub fn variant(&self) -> Option<&[u8]> {
+        self.headers.variant()
     }
 }
 
@@ -224,27 +140,14 @@ impl CachedObject {
         self
     }
 
-    /// Bytes this object really holds: the object and its head with their `Arc`s, the header
-    /// map as allocated, the body's buffers, and the URL, `Host` and `Vary` fingerprint kept
-    /// for bans and variant selection. The store adds what each key costs.
+    /// Bytes this object really holds: the object and its head with their `Arc`s, the packed
+    /// fields (with the URL, `Host` and `Vary` fingerprint kept for bans and variant
+    /// selection), and the body. The store adds what each key costs.
     pub fn weight(&self) -> u64 {
-        const FIXED: usize = size_of::<CachedObject>()
-            + size_of::<ObjectHead>()
-            // Two `Arc`s (strong and weak counts) and the body's chunk list.
-            + 2 * (16 + MALLOC_OVERHEAD)
-            + 16
-            + MALLOC_OVERHEAD;
-        let head = &self.head;
-        let chunks = self.body.chunk_count() * size_of::<Bytes>();
-        let kept = head.url.len()
-            + head.host.as_ref().map_or(0, |host| host.len() + MALLOC_OVERHEAD)
-            + head
-                .variant
-                .as_ref()
-                .map_or(0, |variant| variant.len() + MALLOC_OVERHEAD)
-            + 2 * MALLOC_OVERHEAD;
+        // Two `Arc`s: strong and weak counts, and the allocator's overhead.
+        const FIXED: usize = size_of::<CachedObject>() + size_of::<ObjectHead>() + 2 * (16 + MALLOC_OVERHEAD);
         let esi = self.esi.as_ref().map_or(0, |esi| esi.weight() + 16);
-        (FIXED + head.headers.weight() + chunks + kept + esi) as u64 + self.body.allocated()
+        (FIXED + self.head.headers.weight() + esi) as u64 + self.body.weight()
     }
 
     /// Hits so far (`obj.hits`).
@@ -302,24 +205,26 @@ impl CachedObject {
     /// tests).
     pub fn for_tests(
         url: &str,
-        headers: HeaderMap,
-        variant: Option<Box<[u8]>>,
+        headers: http::HeaderMap,
+        variant: Option<&[u8]>,
         response_time: SystemTime,
     ) -> CachedObject {
+        let requested = Requested {
+            url,
+            host: None,
+            variant,
+        };
         let head = ObjectHead {
             status: StatusCode::OK,
-            headers: StoredHeaders::from_map(&headers),
+            headers: StoredHeaders::new(requested, &headers),
             response_time,
             initial_age: Duration::ZERO,
             ttl: Duration::from_secs(600),
             grace: Duration::ZERO,
             retention: Duration::from_secs(600),
             directives: Default::default(),
-            variant,
-            url: url.into(),
-            host: None,
             esi: false,
         };
-        CachedObject::new(Arc::new(head), Bytes::from_static(b"body").into())
+        CachedObject::new(Arc::new(head), bytes::Bytes::from_static(b"body").into())
     }
 }

@@ -79,7 +79,7 @@ impl Expiry<CacheKey, Arc<Variants>> for RetainFor {
 
 /// Whether a request selects the variant with fingerprint `variant` under `rule`. `Vary: *`
 /// gives no fingerprint and so matches nothing (RFC 9111 §4.1).
-pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: &Option<Box<[u8]>>) -> bool {
+pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: Option<&[u8]>) -> bool {
     match (rule, variant) {
         (VaryRule::None, _) => true,
         (_, Some(fingerprint)) => rule.matches(request, fingerprint),
@@ -141,7 +141,7 @@ impl Store {
         variants
             .objects
             .iter()
-            .find(|object| variant_matches(&variants.rule, request, &object.head.variant))
+            .find(|object| variant_matches(&variants.rule, request, object.head.variant()))
             .cloned()
     }
 
@@ -160,7 +160,7 @@ impl Store {
             let mut objects = Vec::new();
             for existing in previous.iter().flat_map(|previous| &previous.objects) {
                 let kept = previous.as_ref().is_some_and(|previous| previous.rule == rule)
-                    && existing.head.variant != object.head.variant;
+                    && existing.head.variant() != object.head.variant();
                 if kept { &mut objects } else { &mut dropped }.push(existing.clone());
             }
             if objects.len() >= MAX_VARIANTS {

@@ -414,7 +414,7 @@ async fn lookup(
                 FetchOutcome::Streaming { head, rule, body } => {
                     // No reader: the body grew too large to store and its start is gone;
                     // looking again finds the key hit-for-pass.
-                    let reader = variant_matches(&rule, &request.headers, &head.variant)
+                    let reader = variant_matches(&rule, &request.headers, head.variant())
                         .then(|| body.reader())
                         .flatten();
                     if let Some(reader) = reader {

@@ -32,7 +32,7 @@ use crate::cache::body::{BoxError, ProxyBody, SharedBody};
 use crate::cache::coalesce::{Join, Leader};
 use crate::cache::fill::Fill;
 use crate::cache::key::CacheKey;
-use crate::cache::object::{CachedObject, ObjectHead, StoredHeaders};
+use crate::cache::object::{CachedObject, ObjectHead, Requested, StoredHeaders};
 use crate::cache::rules::control::{RequestDirectives, ResponseDirectives};
 use crate::cache::rules::stale::{self, StaleSituation};
 use crate::cache::rules::vary::VaryRule;
@@ -570,7 +570,7 @@ impl FetchTask {
                         let rewritten =
                             plugins.rewrite_stored(&self.version, &mut head.status, &mut fields, body);
                         let rewritten = rewritten.await;
-                        head.headers = StoredHeaders::from_map(&fields);
+                        head.headers = StoredHeaders::new(head.requested(), &fields);
                         match rewritten {
                             Ok(rewritten) => Either::Right(rewritten),
                             Err(replaced) => {
@@ -808,31 +808,24 @@ impl FetchTask {
         if !stored.contains_key(header::VIA) {
             headers::append_via(&mut stored, version);
         }
-        let stored = StoredHeaders::from_map(&stored);
-        let url = self
-            .request
-            .uri
-            .path_and_query()
-            .map_or("/", |pq| pq.as_str())
-            .into();
-        let host = self
-            .request
-            .headers
-            .get(header::HOST)
-            .and_then(|host| host.to_str().ok())
-            .map(Into::into);
+        let requested = Requested {
+            url: self.request.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            host: self
+                .request
+                .headers
+                .get(header::HOST)
+                .and_then(|host| host.to_str().ok()),
+            variant: variant.as_deref(),
+        };
         let head = ObjectHead {
             status: *status,
             grace,
-            headers: stored,
+            headers: StoredHeaders::new(requested, &stored),
             response_time,
             initial_age,
             ttl,
             retention,
             directives,
-            variant,
-            url,
-            host,
             esi,
         };
         Ok((head, rule))

@@ -36,7 +36,7 @@ use super::{bereq, fetch, h2_accounting, headers, respond, Shared};
 use crate::backend::{Backend, TimedBody};
 use crate::cache::body::{BoxError, ProxyBody, StoredBody};
 use crate::cache::key::CacheKey;
-use crate::cache::object::{CachedObject, ObjectHead, StoredHeaders};
+use crate::cache::object::{CachedObject, ObjectHead, Requested, StoredHeaders};
 use crate::cache::partial::{Known, Representation};
 use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::partial::{self as rules, ContentRange};
@@ -372,19 +372,19 @@ impl Slicer {
         let slice = &part.object.head;
         let head = ObjectHead {
             status: StatusCode::OK,
-            headers: StoredHeaders::from_map(&rules::representation_headers(
-                &slice.headers.to_map(0),
-                complete,
-            )),
+            headers: StoredHeaders::new(
+                Requested {
+                    variant: None,
+                    ..slice.requested()
+                },
+                &rules::representation_headers(&slice.headers.to_map(0), complete),
+            ),
             response_time: slice.response_time,
             initial_age: slice.initial_age,
             ttl: slice.ttl,
             grace: slice.grace,
             retention: slice.retention,
             directives: slice.directives.clone(),
-            variant: None,
-            url: slice.url.clone(),
-            host: slice.host.clone(),
             esi: false,
         };
         let representation = Arc::new(Representation {

@@ -71,7 +71,7 @@ pub(super) fn from_head(
 ) -> Response<ProxyBody> {
     if head.esi {
         let page = EsiBody::Streaming {
-            url: head.url.clone(),
+            url: head.requested().url.into(),
         };
         return esi_page(head, body, page, method, now);
     }

@@ -5,21 +5,24 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::BanList;
-use crate::cache::object::{CachedObject, ObjectHead, StoredHeaders};
+use crate::cache::object::{CachedObject, ObjectHead, Requested, StoredHeaders};
 
 fn object(url: &str, response_time: SystemTime) -> CachedObject {
     let head = ObjectHead {
         status: StatusCode::OK,
-        headers: StoredHeaders::default(),
+        headers: StoredHeaders::new(
+            Requested {
+                url,
+                ..Requested::default()
+            },
+            &Default::default(),
+        ),
         response_time,
         initial_age: Duration::ZERO,
         ttl: Duration::from_secs(600),
         grace: Duration::ZERO,
         retention: Duration::from_secs(600),
         directives: Default::default(),
-        variant: None,
-        url: url.into(),
-        host: None,
         esi: false,
     };
     CachedObject::new(Arc::new(head), Bytes::from_static(b"body").into())

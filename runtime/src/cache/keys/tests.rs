@@ -36,7 +36,7 @@ fn store(cache: &SharedCache, url: &str, fields: &[(&str, &str)]) -> Arc<CachedO
 fn store_variant(cache: &SharedCache, language: &'static str, key: &str) {
     let mut headers = HeaderMap::new();
     headers.insert("xkey", HeaderValue::from_str(key).unwrap());
-    let variant = Some(language.as_bytes().into());
+    let variant = Some(language.as_bytes());
     let object = Arc::new(CachedObject::for_tests(
         "/page",
         headers,

@@ -185,7 +185,7 @@ pub(crate) fn multipart_content_type(boundary: &str) -> Option<HeaderValue> {
 pub(crate) fn multipart_body(
     body: &StoredBody,
     ranges: &[Range<u64>],
-    content_type: Option<&HeaderValue>,
+    content_type: Option<&[u8]>,
     boundary: &str,
 ) -> Bytes {
     let len = body.len();
@@ -197,7 +197,7 @@ pub(crate) fn multipart_body(
         out.put_slice(b"\r\n");
         if let Some(ct) = content_type {
             out.put_slice(b"Content-Type: ");
-            out.put_slice(ct.as_bytes());
+            out.put_slice(ct);
             out.put_slice(b"\r\n");
         }
         out.put_slice(b"Content-Range: ");

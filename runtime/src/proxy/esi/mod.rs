@@ -86,7 +86,7 @@ fn page_key(host: &str, url: &str) -> Box<str> {
 pub(super) fn parse_stored(head: &ObjectHead, body: &StoredBody) -> Option<EsiInstructions> {
     let mut whole = BytesMut::with_capacity(usize::try_from(body.len()).unwrap_or(0));
     body.copy_range(0..body.len(), &mut whole);
-    parse_logged(&whole, &head.url)
+    parse_logged(&whole, head.requested().url)
 }
 
 /// `body`'s instructions for the page at `url`, problems logged.

@@ -4,11 +4,11 @@ use super::*;
 use crate::cache::rules::tests::{headers, Pairs};
 
 fn names(list: &[&str]) -> FieldScope {
-    FieldScope::Fields(
+    FieldScope::Fields(Box::new(
         list.iter()
             .map(|n| HeaderName::from_bytes(n.as_bytes()).unwrap())
             .collect(),
-    )
+    ))
 }
 
 fn cc(lines: &[&str]) -> ResponseDirectives {

@@ -128,7 +128,7 @@ fn multipart_byteranges() {
     // RFC 9110 §14.6: one part per range with its Content-Type and Content-Range
     let body = Bytes::from_static(b"0123456789");
     let ct = HeaderValue::from_static("text/plain");
-    let got = multipart_body(&body.into(), &[0..2, 8..10], Some(&ct), "B0UND");
+    let got = multipart_body(&body.into(), &[0..2, 8..10], Some(ct.as_bytes()), "B0UND");
     let want = "--B0UND\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-1/10\r\n\r\n01\r\n\
                 --B0UND\r\nContent-Type: text/plain\r\nContent-Range: bytes 8-9/10\r\n\r\n89\r\n\
                 --B0UND--\r\n";
