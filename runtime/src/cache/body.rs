@@ -171,16 +171,16 @@ impl StoredBody {
         self.chunks.len()
     }
 
-    /// Bytes this body keeps allocated: its buffers, their `Bytes` shared headers, and the
-    /// list of its chunks when there are several.
+    /// Bytes this body keeps allocated: its buffers, a `Bytes` shared header (the chunks are
+    /// slices of a few buffers, one when the length was known), and the list of its chunks
+    /// when there are several.
     pub fn weight(&self) -> u64 {
         const SHARED: u64 = 32 + 16;
-        let chunks = self.chunks.as_slice().len() as u64;
         let list = match &self.chunks {
             Chunks::One(_) => 0,
-            Chunks::Many { .. } => 16 + 16 + chunks * size_of::<Bytes>() as u64,
+            Chunks::Many { chunks, .. } => 16 + 16 + (chunks.len() * size_of::<Bytes>()) as u64,
         };
-        self.allocated + chunks * SHARED + list
+        self.allocated + SHARED + list
     }
 
     /// The whole body as a response body; the chunks are shared, not copied.

@@ -207,7 +207,9 @@ pub(super) async fn hit_for_pass(
         let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
         task.fill.keep_hit_for_pass_mark();
         task.backend = backend;
-        match task.settle(response, request_time, &mut attempts).await {
+        // Boxed: judging and storing is the rare way out of a hit-for-pass, and its future
+        // inline would make every pass's future (moved into its box above) that much larger.
+        match Box::pin(task.settle(response, request_time, &mut attempts)).await {
             Settled::Retry => match attempts.retry(&mut task.backend) {
                 Ok(next) => {
                     bereq = next;

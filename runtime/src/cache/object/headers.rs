@@ -4,9 +4,9 @@
 //! A small object's head is mostly text, and every separate allocation of it costs a size
 //! class and a header: as a `HeaderMap` its fields cost about 104 bytes each plus an index,
 //! as `(HeaderName, HeaderValue)` slots 72 bytes each; here a field is its value and five
-//! bytes (docs/BENCHMARKS.md, "Session 11: memory per cached object"). A hit pays for it by
-//! checking each value's bytes again as it builds its response's map (`runtime` has no
-//! `unsafe` to skip that).
+//! bytes (docs/BENCHMARKS.md, "Session 11: memory per cached object, below Varnish's"). A
+//! hit pays for it by checking each value's bytes again as it builds its response's map
+//! (`runtime` has no `unsafe` to skip that).
 
 use std::ops::Range;
 
