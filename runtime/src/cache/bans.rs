@@ -22,7 +22,7 @@ use http::HeaderName;
 use parking_lot::{Condvar, Mutex, RwLock};
 use policy_lang::{BanContext, BanExpr};
 
-use super::object::CachedObject;
+use super::object::{field_text, CachedObject};
 
 pub(crate) mod lurker;
 
@@ -291,7 +291,7 @@ impl BanContext for BanTarget<'_> {
             .head
             .headers
             .get(name)
-            .and_then(|value| std::str::from_utf8(value).ok())
+            .and_then(field_text)
             .map(Cow::Borrowed)
     }
 

@@ -23,7 +23,7 @@ use http::HeaderName;
 use parking_lot::RwLock;
 
 use super::key::CacheKey;
-use super::object::{CachedObject, StoredHeaders};
+use super::object::{field_text, CachedObject, StoredHeaders};
 
 #[cfg(test)]
 mod tests;
@@ -80,7 +80,7 @@ impl KeyIndex {
         self.headers
             .iter()
             .flat_map(move |name| headers.get_all(name))
-            .filter_map(|value| std::str::from_utf8(value).ok())
+            .filter_map(field_text)
             .flat_map(tokens)
     }
 

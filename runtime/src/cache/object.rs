@@ -12,7 +12,7 @@ use super::rules::control::ResponseDirectives;
 
 mod headers;
 
-pub use headers::{Requested, StoredHeaders};
+pub use headers::{field_text, Requested, StoredHeaders};
 
 /// Response metadata fixed when the origin's headers arrive; shared by the stored object and
 /// by requests served while the body is still streaming in.

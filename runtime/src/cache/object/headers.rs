@@ -287,6 +287,18 @@ impl StoredHeaders {
     }
 }
 
+/// A stored value as text, as `HeaderValue::to_str` reads one: `None` unless every byte is
+/// visible ASCII or a tab (obs-text is not text here either).
+pub fn field_text(value: &[u8]) -> Option<&str> {
+    if !value
+        .iter()
+        .all(|&byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
+    {
+        return None;
+    }
+    std::str::from_utf8(value).ok()
+}
+
 /// Where the parts of [`StoredHeaders::packed`] are.
 struct Lengths {
     fields: usize,

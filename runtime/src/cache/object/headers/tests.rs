@@ -1,7 +1,7 @@
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CACHE_CONTROL, ETAG, SET_COOKIE};
 
-use super::{Requested, StoredHeaders};
+use super::{field_text, Requested, StoredHeaders};
 
 /// A map as hyper leaves one: every value a slice of one larger buffer (the connection's).
 fn parsed(fields: &[(&str, &str)]) -> HeaderMap {
@@ -127,4 +127,12 @@ fn an_edit_is_kept_packed() {
         "/kept",
         "an edit keeps what it was requested for"
     );
+}
+
+#[test]
+fn a_value_is_text_exactly_when_http_reads_it_as_text() {
+    for value in [&b"max-age=60"[..], b"a\tb", b"", b"caf\xc3\xa9", b"obs\x80"] {
+        let header = HeaderValue::from_bytes(value).unwrap();
+        assert_eq!(field_text(value), header.to_str().ok(), "{value:?}");
+    }
 }
