@@ -68,7 +68,6 @@ impl BackendError {
         }
     }
 
-    /// Classifies an error of the pooled client.
     /// Classifies an error of the pool: opening a connection, or the exchange on one.
     pub(super) fn from_send(backend: &Backend, error: super::pool::SendError) -> BackendError {
         match error {
@@ -78,7 +77,7 @@ impl BackendError {
     }
 
     /// Classifies an error of an exchange on a connection already open (a pipe's).
-    pub(super) fn from_exchange(backend: &Backend, error: &hyper::Error) -> BackendError {
+    pub(super) fn from_exchange(backend: &Backend, error: &super::h1::Error) -> BackendError {
         BackendError::classify(backend, error, false)
     }
 

@@ -17,6 +17,7 @@ mod addresses;
 mod admission;
 mod connector;
 mod error;
+mod h1;
 mod health;
 mod pipe;
 mod pool;
@@ -45,6 +46,7 @@ use addresses::{Addresses, Refresher};
 use admission::InFlight;
 use connector::OriginConnector;
 pub use error::{BackendError, FailureKind, Stage};
+pub use h1::OnInformational;
 pub use health::{AdminHealth, HealthReport};
 use health::{AdminHealthCell, Health};
 pub use pipe::Piped;
@@ -378,32 +380,28 @@ impl Backend {
         let sent_at = std::time::Instant::now();
         let exchange = async {
             match &inner.connections {
-                Connections::Pooled(pool) => {
-                    let (response, connection) = pool.load_full().send(request).await?;
-                    Ok::<_, pool::SendError>((response, Some(connection)))
-                }
+                Connections::Pooled(pool) => pool.load_full().send(request).await,
                 Connections::OnePerRequest { proxy_header } => {
                     let header = proxy_header::encode(*proxy_header, request.extensions().get());
                     let connector = inner.connector.with_proxy_header(header);
-                    Ok((pool::send_once(&connector, &inner.target, request).await?, None))
+                    pool::send_once(&connector, &inner.target, request).await
                 }
             }
         };
         // On failure `in_flight` is dropped on return; on success it moves into the body.
         let outcome = tokio::time::timeout(budget, exchange).await;
-        let (response, connection) =
+        let response =
             self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_send(self, error))))?;
         let waited = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX);
         inner.stats.first_byte_micros.fetch_add(waited, Ordering::Relaxed);
         let between_bytes = inner.options.timeouts.between_bytes;
-        Ok(response
-            .map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight, connection)))
+        Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
     }
 }
 
 /// Makes the framing fields say what is sent (RFC 9112 §6): `Transfer-Encoding` is left to
-/// hyper, which chunks a body of unknown length, and a `Content-Length` that is not the body's
-/// exact length is removed (hyper then sets the right one). hyper sends a `Content-Length`
+/// [`h1`], which chunks a body of unknown length, and a `Content-Length` that is not the body's
+/// exact length is removed ([`h1`] then sets the right one). [`h1`] sends a `Content-Length`
 /// the caller set even when the body is empty; announced bytes that never come would make the
 /// origin read the next request on the pooled connection as this one's body (request
 /// smuggling), whichever path built the request: a fill dropping a GET body, a coalesced

@@ -7,18 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode, Uri};
-use hyper::body::Incoming;
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::TokioIo;
 
 use super::admission::InFlight;
+use super::h1::{self, Tunnel};
 use super::{proxy_header, Backend, BackendError, Connections, FailureKind, OutgoingBody, Stage, TimedBody};
 
 /// The origin's answer to a piped request, on a connection no other request uses. It counts
 /// in the backend's in-flight requests (and `.max_connections`) until its body ends or, for a
 /// `101`, until the tunnel closes.
 pub struct Piped {
-    response: Response<Incoming>,
+    answered: h1::Answered,
     in_flight: InFlight,
     between_bytes: Duration,
     backend: Arc<str>,
@@ -26,42 +24,34 @@ pub struct Piped {
 
 /// The origin's side of an upgraded connection, holding its in-flight slot while open.
 pub struct OriginTunnel {
-    pub io: TokioIo<Upgraded>,
+    pub io: Tunnel,
     _in_flight: InFlight,
 }
 
 impl Piped {
     pub fn status(&self) -> StatusCode {
-        self.response.status()
+        self.answered.status()
     }
 
     /// The answer relayed as an ordinary response; its body has the between-bytes timeout.
     pub fn into_response(self) -> Response<TimedBody> {
         let Piped {
-            response,
+            answered,
             in_flight,
             between_bytes,
             backend,
         } = self;
-        response.map(|body| TimedBody::new(body, between_bytes, backend, in_flight, None))
+        answered
+            .into_response(None)
+            .map(|body| TimedBody::new(body, between_bytes, backend, in_flight))
     }
 
-    /// A `101 Switching Protocols`: its head, and the connection once hyper hands it over.
-    pub fn into_upgrade(
-        mut self,
-    ) -> (
-        http::response::Parts,
-        impl std::future::Future<Output = Result<OriginTunnel, hyper::Error>> + Send,
-    ) {
-        let upgrade = hyper::upgrade::on(&mut self.response);
-        let (head, _) = self.response.into_parts();
-        let in_flight = self.in_flight;
-        let tunnel = async move {
-            let io = TokioIo::new(upgrade.await?);
-            Ok(OriginTunnel {
-                io,
-                _in_flight: in_flight,
-            })
+    /// A `101 Switching Protocols`: its head, and the connection that carries the tunnel.
+    pub fn into_upgrade(self) -> (http::response::Parts, OriginTunnel) {
+        let (head, io) = self.answered.into_tunnel();
+        let tunnel = OriginTunnel {
+            io,
+            _in_flight: self.in_flight,
         };
         (head, tunnel)
     }
@@ -144,21 +134,14 @@ impl Backend {
                 return Err(self.failed(error));
             }
         };
-        let exchange = async {
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(async move {
-                if let Err(error) = connection.with_upgrades().await {
-                    tracing::debug!(%error, "piped origin connection ended with an error");
-                }
-            });
-            sender.send_request(request).await
-        };
+        let (head, body) = request.into_parts();
+        let exchange = h1::exchange(h1::Connection::new(stream), &head, body);
         let outcome = tokio::time::timeout(timeouts.first_byte, exchange).await;
-        let response = self
-            .answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_exchange(self, &error))))?;
+        let answered = self.answered(
+            outcome.map(|sent| sent.map_err(|failed| BackendError::from_exchange(self, &failed.error))),
+        )?;
         Ok(Piped {
-            response,
+            answered,
             in_flight,
             between_bytes: timeouts.between_bytes,
             backend: inner.name.clone(),

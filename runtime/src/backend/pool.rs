@@ -1,23 +1,27 @@
 //! Keep-alive HTTP/1.1 connections to one origin, kept by edgecache: a stack of idle
-//! `hyper::client::conn::http1` senders. A request takes the most recently used idle
-//! connection that is still open, or opens one; its response body gives the connection back
-//! when it ends cleanly ([`Reusable`]). One task per connection drives it; nothing is spawned
-//! per request, and a connection idle for [`IDLE_TIMEOUT`] is closed by one reaper task per
-//! pool that runs only while connections are idle.
+//! [`h1::Connection`]s. A request takes the most recently used idle connection that still
+//! looks open, or opens one; its response body gives the connection back when it has ended
+//! cleanly and the connection can carry another exchange ([`h1::Home`]). No task drives a
+//! connection (the request's own task does, [`h1`]), and a connection idle for
+//! [`IDLE_TIMEOUT`] is closed by one reaper task per pool that runs only while connections are
+//! idle.
 //!
-//! A request that a reused connection could not even start (the origin closed it while it was
-//! idle) is sent again once on a new connection, as hyper-util's pooled client does.
+//! A request that a reused connection did not answer at all (the origin closed it while it was
+//! idle, and the close crossed the request) is sent once more on a new connection when that
+//! cannot repeat an effect: its method is idempotent and it has no body, as nginx and Go's
+//! client retry.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use http::{Request, Response, Uri};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
+use http_body::Body;
+use http_body_util::{BodyExt, Empty};
 use tokio::time::Instant;
 use tower_service::Service;
 
 use super::connector::OriginConnector;
+use super::h1::{self, Connection, Home, OriginBody};
 use super::OutgoingBody;
 use crate::cache::body::BoxError;
 
@@ -28,7 +32,7 @@ pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(super) enum SendError {
     Connect(BoxError),
-    Exchange(hyper::Error),
+    Exchange(h1::Error),
 }
 
 /// The idle connections to one origin.
@@ -53,14 +57,8 @@ struct State {
 }
 
 struct Idle {
-    sender: SendRequest<OutgoingBody>,
+    connection: Box<Connection>,
     since: Instant,
-}
-
-/// A pooled connection lent to one exchange; [`Reusable::give_back`] returns it to the pool.
-pub(super) struct Reusable {
-    sender: SendRequest<OutgoingBody>,
-    pool: Weak<Shared>,
 }
 
 impl Pool {
@@ -86,42 +84,35 @@ impl Pool {
     }
 
     /// Sends `request` (origin-form URI, `Host` set) on an idle connection or a new one; the
-    /// connection comes back with the response, to be given back when its body has ended.
+    /// connection comes back to the pool at the end of the response body.
     pub(super) async fn send(
         &self,
-        mut request: Request<OutgoingBody>,
-    ) -> Result<(Response<Incoming>, Reusable), SendError> {
-        while let Some(mut sender) = self.checkout() {
-            if sender.ready().await.is_err() {
-                continue;
-            }
-            match sender.try_send_request(request).await {
-                Ok(response) => return Ok((response, self.lend(sender))),
-                Err(mut failed) => match failed.take_message() {
-                    // Not started: the connection closed while idle; try the next one.
-                    Some(unsent) => request = unsent,
-                    None => return Err(SendError::Exchange(failed.into_error())),
-                },
+        request: Request<OutgoingBody>,
+    ) -> Result<Response<OriginBody>, SendError> {
+        let (head, mut body) = request.into_parts();
+        let home = Arc::downgrade(&self.shared) as Weak<dyn Home>;
+        if let Some(connection) = self.checkout() {
+            let replayable = body.is_end_stream() && head.method.is_idempotent();
+            match h1::exchange(connection, &head, body).await {
+                Ok(answered) => return Ok(answered.into_response(Some(home))),
+                Err(failed) if failed.unanswered && replayable => {
+                    body = Empty::new().map_err(|never| match never {}).boxed_unsync();
+                }
+                Err(failed) => return Err(SendError::Exchange(failed.error)),
             }
         }
-        let mut sender = open(&self.shared.connector, &self.shared.target).await?;
-        let response = sender.send_request(request).await.map_err(SendError::Exchange)?;
-        Ok((response, self.lend(sender)))
+        let connection = open(&self.shared.connector, &self.shared.target).await?;
+        let answered = h1::exchange(connection, &head, body).await;
+        let answered = answered.map_err(|failed| SendError::Exchange(failed.error))?;
+        Ok(answered.into_response(Some(home)))
     }
 
-    fn lend(&self, sender: SendRequest<OutgoingBody>) -> Reusable {
-        Reusable {
-            sender,
-            pool: Arc::downgrade(&self.shared),
-        }
-    }
-
-    /// The most recently used idle connection that is open and not expired.
-    fn checkout(&self) -> Option<SendRequest<OutgoingBody>> {
+    /// The most recently used idle connection that looks open and has not expired.
+    fn checkout(&self) -> Option<Box<Connection>> {
         let mut state = self.shared.state.lock().expect("pool lock");
-        while let Some(idle) = state.idle.pop() {
-            if !idle.sender.is_closed() && idle.since.elapsed() < self.shared.idle_timeout {
-                return Some(idle.sender);
+        while let Some(mut idle) = state.idle.pop() {
+            if idle.since.elapsed() < self.shared.idle_timeout && idle.connection.is_reusable() {
+                return Some(idle.connection);
             }
         }
         None
@@ -133,45 +124,46 @@ pub(super) async fn send_once(
     connector: &OriginConnector,
     target: &Uri,
     request: Request<OutgoingBody>,
-) -> Result<Response<Incoming>, SendError> {
-    let mut sender = open(connector, target).await?;
-    sender.send_request(request).await.map_err(SendError::Exchange)
+) -> Result<Response<OriginBody>, SendError> {
+    let answered = exchange_once(connector, target, request).await?;
+    Ok(answered.into_response(None))
 }
 
-/// Opens a connection and spawns the task that drives it; the task ends when the connection
-/// closes or its last sender is dropped while it is idle.
-async fn open(connector: &OriginConnector, target: &Uri) -> Result<SendRequest<OutgoingBody>, SendError> {
+/// Sends `request` on a new connection and waits for the final response head: the connection
+/// belongs to that answer alone (a single exchange, or a pipe's tunnel).
+pub(super) async fn exchange_once(
+    connector: &OriginConnector,
+    target: &Uri,
+    request: Request<OutgoingBody>,
+) -> Result<h1::Answered, SendError> {
+    let (head, body) = request.into_parts();
+    let connection = open(connector, target).await?;
+    h1::exchange(connection, &head, body)
+        .await
+        .map_err(|failed| SendError::Exchange(failed.error))
+}
+
+async fn open(connector: &OriginConnector, target: &Uri) -> Result<Box<Connection>, SendError> {
     let stream = connector
         .clone()
         .call(target.clone())
         .await
         .map_err(SendError::Connect)?;
-    let (sender, connection) = http1::handshake(stream).await.map_err(SendError::Exchange)?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::debug!("origin connection ended: {error}");
-        }
-    });
-    Ok(sender)
+    Ok(Connection::new(stream.into_inner()))
 }
 
-impl Reusable {
-    /// Returns the connection to its pool (the response body has ended).
-    pub(super) fn give_back(self) {
-        let Some(shared) = self.pool.upgrade() else { return };
-        if self.sender.is_closed() {
-            return;
-        }
+impl Home for Shared {
+    fn keep(self: Arc<Self>, connection: Box<Connection>) {
         let start_reaper = {
-            let mut state = shared.state.lock().expect("pool lock");
+            let mut state = self.state.lock().expect("pool lock");
             state.idle.push(Idle {
-                sender: self.sender,
+                connection,
                 since: Instant::now(),
             });
             !std::mem::replace(&mut state.reaping, true)
         };
         if start_reaper {
-            tokio::spawn(reap(Arc::downgrade(&shared)));
+            tokio::spawn(reap(Arc::downgrade(&self)));
         }
     }
 }
@@ -186,7 +178,7 @@ async fn reap(pool: Weak<Shared>) {
             // Oldest first: those given back earliest expire first.
             state
                 .idle
-                .retain(|idle| idle.since.elapsed() < timeout && !idle.sender.is_closed());
+                .retain_mut(|idle| idle.since.elapsed() < timeout && idle.connection.is_reusable());
             match state.idle.first().map(|oldest| oldest.since) {
                 Some(oldest) => oldest + timeout,
                 None => {

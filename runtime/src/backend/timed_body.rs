@@ -6,47 +6,34 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-
 use super::admission::InFlight;
-use super::pool::Reusable;
+use super::h1::OriginBody;
 use super::silence::Silence;
 use crate::cache::body::BoxError;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
 
-/// `Incoming` with the between-bytes timeout.
+/// [`OriginBody`] with the between-bytes timeout.
 pub struct TimedBody {
-    inner: Incoming,
+    inner: OriginBody,
     silence: Silence,
     backend: Arc<str>,
     /// Released at the end of the body, on its first error, or when it is dropped.
     in_flight: Option<InFlight>,
-    /// A pooled connection, given back when the body ends cleanly (dropped with it otherwise:
-    /// a connection with an unread body cannot carry the next request).
-    connection: Option<Reusable>,
 }
 
 impl TimedBody {
     pub(super) fn new(
-        inner: Incoming,
+        inner: OriginBody,
         limit: Duration,
         backend: Arc<str>,
         in_flight: InFlight,
-        mut connection: Option<Reusable>,
     ) -> TimedBody {
-        // No body (HEAD, 204, 304): nothing will poll for its end.
-        if inner.is_end_stream() {
-            if let Some(connection) = connection.take() {
-                connection.give_back();
-            }
-        }
         TimedBody {
             inner,
             silence: Silence::new(limit),
             backend,
             in_flight: Some(in_flight),
-            connection,
         }
     }
 }
@@ -64,14 +51,8 @@ impl Body for TimedBody {
             Ok(frame) => {
                 let clean_end =
                     frame.is_none() || (matches!(frame, Some(Ok(_))) && this.inner.is_end_stream());
-                if clean_end {
-                    if let Some(connection) = this.connection.take() {
-                        connection.give_back();
-                    }
-                }
                 if clean_end || matches!(frame, Some(Err(_))) {
                     this.in_flight = None;
-                    this.connection = None;
                 }
                 Poll::Ready(frame.map(|f| {
                     f.map_err(|error| format!("backend {}: body broken: {error}", this.backend).into())

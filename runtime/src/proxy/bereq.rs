@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty};
 
 use super::client_side::ClientSide;
 use super::{headers, vcl};
-use crate::backend::OutgoingBody;
+use crate::backend::{OnInformational, OutgoingBody};
 use crate::cache::object::CachedObject;
 use crate::cache::rules::conditional;
 
@@ -92,16 +92,14 @@ fn fetch(parts: &Parts, client: IpAddr, body: OutgoingBody) -> Request<OutgoingB
 /// is never an interim response. A background fetch has no client waiting (its sender is
 /// closed), so nothing goes anywhere.
 fn forward_informational(bereq: &mut Request<OutgoingBody>, client: hyper::ext::InformationalSender) {
-    hyper::ext::on_informational(bereq, move |interim| {
+    let forward = OnInformational::new(move |mut interim| {
         if interim.status() == http::StatusCode::CONTINUE {
             return;
         }
-        let mut response = http::Response::new(());
-        *response.status_mut() = interim.status();
-        *response.headers_mut() = interim.headers().clone();
-        headers::strip_hop_by_hop(response.headers_mut());
-        client.send(response);
+        headers::strip_hop_by_hop(interim.headers_mut());
+        client.send(interim);
     });
+    bereq.extensions_mut().insert(forward);
 }
 
 /// A pass: the client's request, body included.

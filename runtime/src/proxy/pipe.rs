@@ -128,7 +128,7 @@ pub(super) async fn pipe(
 
 /// The origin's `101` for the client (a `200` opening the stream for an HTTP/2 client, without
 /// the connection's fields), and a task that copies bytes both ways once hyper has handed over
-/// both connections.
+/// the client's connection.
 fn tunnel_after_101(
     piped: Piped,
     client: OnUpgrade,
@@ -147,10 +147,10 @@ fn tunnel_after_101(
     }
     tokio::spawn(async move {
         let _permit = permit;
-        let (client, origin) = match tokio::join!(client, origin) {
-            (Ok(client), Ok(origin)) => (hyper_util::rt::TokioIo::new(client), origin),
-            (Err(error), _) | (_, Err(error)) => {
-                tracing::debug!(%error, "pipe not opened: an upgrade did not complete");
+        let client = match client.await {
+            Ok(client) => hyper_util::rt::TokioIo::new(client),
+            Err(error) => {
+                tracing::debug!(%error, "pipe not opened: the client's upgrade did not complete");
                 return;
             }
         };

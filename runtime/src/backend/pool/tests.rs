@@ -116,10 +116,9 @@ async fn an_idle_origin_connection_is_closed_after_the_idle_timeout() {
     let idle_timeout = Duration::from_millis(300);
     let pool = Pool::with_idle_timeout(connector, origin_uri(origin.addr), idle_timeout);
 
-    let (response, connection) = timeout(LIMIT, pool.send(get("/"))).await.unwrap().unwrap();
+    let response = timeout(LIMIT, pool.send(get("/"))).await.unwrap().unwrap();
     response.into_body().collect().await.unwrap();
     let idle_since = Instant::now();
-    connection.give_back();
     assert_eq!(pool.idle(), 1, "the connection is kept after its response");
 
     let closed = timeout(LIMIT, origin.closed.recv())
