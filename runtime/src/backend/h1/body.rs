@@ -12,12 +12,18 @@ use http_body::{Body, Frame, SizeHint};
 use super::head::{self, Framing};
 use super::{Connection, Error, Home, Sending, MAX_CHUNK_LINE};
 
+/// Bytes of chunk extensions a body may carry, and of its trailer section, as hyper's.
+const MAX_CHUNK_EXTENSIONS: usize = 16 * 1024;
+const MAX_TRAILERS: usize = 16 * 1024;
+
 /// The body of an origin's response.
 pub struct OriginBody {
     /// `None` once the body has ended (the connection went home or was closed).
     connection: Option<Box<Connection>>,
     state: State,
     reusable: bool,
+    /// Bytes of chunk extensions seen so far.
+    extensions: usize,
     /// The rest of a request body the origin answered before it was sent (rare: boxed).
     sending: Option<Box<Sending>>,
     home: Option<Weak<dyn Home>>,
@@ -65,6 +71,7 @@ impl OriginBody {
             connection: Some(connection),
             state,
             reusable,
+            extensions: 0,
             sending,
             home,
         };
@@ -121,8 +128,8 @@ impl OriginBody {
                 Step::Frame(Frame::data(data))
             }
             State::UntilClose => Step::Frame(Frame::data(buffer.split().freeze())),
-            State::ChunkSize => match httparse::parse_chunk_size(buffer) {
-                Ok(httparse::Status::Complete((used, size))) => {
+            State::ChunkSize => match chunk_size(buffer, &mut self.extensions)? {
+                Some((used, size)) => {
                     buffer.advance(used);
                     self.state = if size == 0 {
                         State::Trailers
@@ -131,11 +138,7 @@ impl OriginBody {
                     };
                     Step::Moved
                 }
-                Ok(httparse::Status::Partial) if buffer.len() > MAX_CHUNK_LINE => {
-                    return Err(Error::Invalid("a chunk-size line too long"))
-                }
-                Ok(httparse::Status::Partial) => Step::NeedMore,
-                Err(_) => return Err(Error::Invalid("a chunk size")),
+                None => Step::NeedMore,
             },
             State::ChunkEnd if buffer.len() < 2 => Step::NeedMore,
             State::ChunkEnd if buffer.starts_with(b"\r\n") => {
@@ -161,6 +164,41 @@ impl OriginBody {
     }
 }
 
+/// The chunk-size line at the start of `buffer` (RFC 9112 §7.1: hex digits, optional
+/// extensions, CRLF): its length and the size, `None` while incomplete. As strict as hyper's:
+/// a size digit first, no bare CR or LF, at most [`MAX_CHUNK_EXTENSIONS`] bytes of extensions
+/// in the whole body (`extensions` counts them).
+fn chunk_size(buffer: &[u8], extensions: &mut usize) -> Result<Option<(usize, u64)>, Error> {
+    let Some(end) = buffer.iter().position(|&byte| byte == b'\n') else {
+        return match buffer.len() > MAX_CHUNK_LINE {
+            true => Err(Error::Invalid("a chunk-size line too long")),
+            false => Ok(None),
+        };
+    };
+    let line = buffer[..end]
+        .strip_suffix(b"\r")
+        .ok_or(Error::Invalid("a chunk-size line without CRLF"))?;
+    let digits = line.iter().take_while(|byte| byte.is_ascii_hexdigit()).count();
+    let size = std::str::from_utf8(&line[..digits])
+        .ok()
+        .filter(|digits| !digits.is_empty())
+        .and_then(|digits| u64::from_str_radix(digits, 16).ok())
+        .ok_or(Error::Invalid("a chunk size"))?;
+    let rest = &line[digits..];
+    let rest = &rest[rest
+        .iter()
+        .take_while(|&&byte| byte == b' ' || byte == b'\t')
+        .count()..];
+    if !(rest.is_empty() || rest[0] == b';') || rest.contains(&b'\r') {
+        return Err(Error::Invalid("a chunk size"));
+    }
+    *extensions += rest.len();
+    if *extensions > MAX_CHUNK_EXTENSIONS {
+        return Err(Error::Invalid("chunk extensions too long"));
+    }
+    Ok(Some((end + 1, size)))
+}
+
 /// The trailer section at the start of `buffer`, taken out; `None` while incomplete.
 fn trailers(buffer: &mut bytes::BytesMut) -> Result<Option<http::HeaderMap>, Error> {
     let mut fields = [httparse::EMPTY_HEADER; head::MAX_FIELDS];
@@ -168,7 +206,7 @@ fn trailers(buffer: &mut bytes::BytesMut) -> Result<Option<http::HeaderMap>, Err
         Ok(httparse::Status::Complete((length, fields))) => {
             (length, head::field_offsets(fields, buffer.as_ptr() as usize))
         }
-        Ok(httparse::Status::Partial) if buffer.len() > head::MAX_HEAD => return Err(Error::HeadTooLarge),
+        Ok(httparse::Status::Partial) if buffer.len() > MAX_TRAILERS => return Err(Error::HeadTooLarge),
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(error) => return Err(Error::Parse(error)),
     };
@@ -185,9 +223,9 @@ impl Body for OriginBody {
         let this = self.get_mut();
         loop {
             if let (Some(sending), Some(connection)) = (&mut this.sending, &mut this.connection) {
-                if sending.poll(&mut connection.stream, cx).is_err() {
-                    // The client's body broke after the origin answered: stop sending.
-                    sending.abandon();
+                if let Err(error) = sending.poll(&mut connection.stream, cx) {
+                    // The origin waits for the rest of a body that will never come.
+                    return this.fail(Error::RequestBody(error));
                 }
             }
             match this.step() {

@@ -160,10 +160,10 @@ pub(super) fn parse_response(buffer: &mut BytesMut, method: &Method) -> Result<O
     let keep_alive = keep_alive(&head.headers, version);
     let both = head.headers.contains_key(header::TRANSFER_ENCODING)
         && head.headers.contains_key(header::CONTENT_LENGTH);
-    let reusable = keep_alive
-        && !both
-        && framing != Framing::UntilClose
-        && head.status != StatusCode::SWITCHING_PROTOCOLS;
+    // After a `101`, or a `2xx` to a CONNECT, the connection is a tunnel.
+    let tunnel = head.status == StatusCode::SWITCHING_PROTOCOLS
+        || (*method == Method::CONNECT && head.status.is_success());
+    let reusable = keep_alive && !both && framing != Framing::UntilClose && !tunnel;
     Ok(Some(Parsed::Final(Final {
         head,
         framing,

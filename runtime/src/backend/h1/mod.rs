@@ -19,14 +19,14 @@ mod body;
 mod head;
 mod tunnel;
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{request, HeaderName, Response};
+use http::{header, request, HeaderName, Response};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -152,21 +152,23 @@ impl Connection {
     /// anything unasked while it was idle. Does not wait; a read the runtime has not seen yet
     /// is found by the exchange ([`Failed::unanswered`]).
     pub(super) fn is_reusable(&mut self) -> bool {
-        let mut cx = Context::from_waker(Waker::noop());
-        // Nothing arrived since the last read drained the socket: no need to ask the kernel.
-        let tcp = match &self.stream {
-            OriginStream::Plain(tcp) => tcp,
-            OriginStream::Tls(tls) => tls.get_ref().0,
-        };
-        if tcp.poll_read_ready(&mut cx).is_pending() {
-            return true;
-        }
         let mut probe = [0u8; 1];
-        let mut probe = ReadBuf::new(&mut probe);
-        matches!(
-            Pin::new(&mut self.stream).poll_read(&mut cx, &mut probe),
-            Poll::Pending
-        )
+        match &mut self.stream {
+            // Without a syscall while nothing arrived since the last read drained the socket;
+            // `try_read` also spends no cooperative budget, which would make it look quiet.
+            OriginStream::Plain(tcp) => {
+                matches!(tcp.try_read(&mut probe), Err(error) if error.kind() == io::ErrorKind::WouldBlock)
+            }
+            // Through the TLS session: it may hold decrypted bytes the socket no longer shows.
+            OriginStream::Tls(tls) => {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut probe = ReadBuf::new(&mut probe);
+                let mut read = tokio::task::unconstrained(poll_fn(|cx| {
+                    Poll::Ready(Pin::new(tls.as_mut()).poll_read(cx, &mut probe))
+                }));
+                matches!(Pin::new(&mut read).poll(&mut cx), Poll::Ready(Poll::Pending))
+            }
+        }
     }
 }
 
@@ -345,11 +347,24 @@ impl Sending {
                     self.body = None;
                     Bytes::from_static(b"0\r\n\r\n")
                 }
-                (None, RequestFraming::Length(_)) => {
+                (None, RequestFraming::Length(0)) => {
                     self.body = None;
                     Bytes::new()
                 }
-                (Some(frame), RequestFraming::Length(_)) => frame.into_data().unwrap_or_default(),
+                (None, RequestFraming::Length(short)) => {
+                    return Err(
+                        format!("the request body ended {short} bytes short of its Content-Length").into(),
+                    );
+                }
+                (Some(frame), RequestFraming::Length(left)) => {
+                    let data = frame.into_data().unwrap_or_default();
+                    // Bytes past the announced length would reach the origin as the next request.
+                    let Some(left) = left.checked_sub(data.len() as u64) else {
+                        return Err("the request body is longer than its Content-Length".into());
+                    };
+                    self.framing = RequestFraming::Length(left);
+                    data
+                }
                 (Some(frame), RequestFraming::Chunked) => match frame.into_data() {
                     Ok(data) if data.is_empty() => Bytes::new(),
                     Ok(data) => chunk(&data),
@@ -372,8 +387,25 @@ fn declared_trailers(fields: &http::HeaderMap) -> Vec<HeaderName> {
         .flat_map(|list| list.split(','));
     names
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| !NOT_TRAILERS.contains(name))
         .collect()
 }
+
+/// Fields a trailer must not carry (framing, routing, credentials), as hyper's list.
+const NOT_TRAILERS: [HeaderName; 12] = [
+    header::AUTHORIZATION,
+    header::CACHE_CONTROL,
+    header::CONTENT_ENCODING,
+    header::CONTENT_LENGTH,
+    header::CONTENT_RANGE,
+    header::CONTENT_TYPE,
+    header::HOST,
+    header::MAX_FORWARDS,
+    header::SET_COOKIE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::TE,
+];
 
 /// `data` as one chunk.
 fn chunk(data: &Bytes) -> Bytes {

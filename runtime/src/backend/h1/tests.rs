@@ -304,23 +304,28 @@ async fn malformed_answers_fail_the_exchange_or_the_body() {
         assert!(!failed.unanswered);
     }
 
+    let error = body_error(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort".to_vec(),
+        true,
+    )
+    .await;
+    assert!(matches!(error, Some(Error::BodyCut(5))), "{error:?}");
+}
+
+/// How the body of a GET answered with `answer` fails (the origin closes afterwards when
+/// `then_close`); `None` when it does not.
+async fn body_error(answer: Vec<u8>, then_close: bool) -> Option<Error> {
     let (connection, mut origin) = pair().await;
     let client = tokio::spawn(async move {
         let answered = send(connection, request(Method::GET, empty())).await.unwrap();
         answered.into_response(None).into_body().collect().await.err()
     });
     read_until(&mut origin, b"\r\n\r\n").await;
-    origin
-        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort")
-        .await
-        .unwrap();
-    drop(origin);
-    let error = timeout(LIMIT, client)
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("a cut body fails");
-    assert!(matches!(error, Error::BodyCut(5)), "{error}");
+    origin.write_all(&answer).await.unwrap();
+    if then_close {
+        drop(origin);
+    }
+    timeout(LIMIT, client).await.unwrap().unwrap()
 }
 
 #[tokio::test]
@@ -366,4 +371,91 @@ async fn a_switch_of_protocols_hands_over_the_connection_with_the_bytes_behind_t
     assert_eq!(&ping, b"ping");
     origin.write_all(b"+late").await.unwrap();
     assert_eq!(&timeout(LIMIT, client).await.unwrap().unwrap(), b"early+late");
+}
+
+#[tokio::test]
+async fn a_connect_answered_with_2xx_is_a_tunnel_and_never_kept() {
+    let (connection, mut origin) = pair().await;
+    let client = tokio::spawn(async move {
+        read_all(send(connection, request(Method::CONNECT, empty())).await.unwrap()).await
+    });
+    read_until(&mut origin, b"\r\n\r\n").await;
+    origin
+        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, body, _, kept) = timeout(LIMIT, client).await.unwrap().unwrap();
+    assert_eq!((status, body.len()), (StatusCode::OK, 0));
+    assert!(
+        kept.take().is_none(),
+        "the bytes that follow belong to the tunnel, not to another exchange"
+    );
+}
+
+#[tokio::test]
+async fn chunk_size_lines_are_read_as_strictly_as_hyper_did() {
+    let lines: [&[u8]; 4] = [
+        b"1;\nx\r\na\r\n0\r\n\r\n",
+        b"\r\na\r\n0\r\n\r\n",
+        b"1\na\r\n0\r\n\r\n",
+        b"1x\r\na\r\n0\r\n\r\n",
+    ];
+    for line in lines {
+        let error = body_error(
+            [
+                &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+                line,
+            ]
+            .concat(),
+            false,
+        )
+        .await;
+        assert!(
+            matches!(error, Some(Error::Invalid(_))),
+            "{:?}: {error:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
+}
+
+/// A body that announces `announced` bytes and sends `data`.
+struct Announcing {
+    announced: u64,
+    data: Option<Bytes>,
+}
+
+impl http_body::Body for Announcing {
+    type Data = Bytes;
+    type Error = crate::cache::body::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.data.take().map(|data| Ok(http_body::Frame::data(data))))
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.announced)
+    }
+}
+
+#[tokio::test]
+async fn a_request_body_that_breaks_its_announced_length_fails_and_no_excess_is_written() {
+    for (announced, data, named) in [(3, &b"12345"[..], "longer"), (9, &b"12345"[..], "short")] {
+        let (connection, mut origin) = pair().await;
+        let body = Announcing {
+            announced,
+            data: Some(Bytes::from_static(data)),
+        };
+        let post = request(Method::POST, body.boxed_unsync());
+        let failed = send(connection, post).await.err().expect("refused");
+        assert!(failed.error.to_string().contains(named), "{}", failed.error);
+        let head = read_until(&mut origin, b"\r\n\r\n").await;
+        assert!(
+            announced > data.len() as u64 || !head.ends_with(b"12345"),
+            "a body longer than announced was not written: {:?}",
+            String::from_utf8_lossy(&head)
+        );
+    }
 }
