@@ -257,21 +257,16 @@ fn chunked_last(headers: &HeaderMap) -> bool {
         .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked"))
 }
 
-/// HTTP/1.1 keeps the connection unless a `Connection` field says `close`; HTTP/1.0 closes it
-/// unless one says `keep-alive`.
+/// HTTP/1.1 keeps the connection unless a `Connection` field says `close`. An HTTP/1.0 origin's
+/// connection is not kept even when it says `keep-alive`: the next request would go out as
+/// HTTP/1.1, possibly chunked, which such an origin need not understand (hyper's client spoke
+/// HTTP/1.0 on it instead; origins that old are rare enough to pay a connection per request).
 fn keep_alive(headers: &HeaderMap, version: Version) -> bool {
-    let mut keep = version == Version::HTTP_11;
-    for value in headers.get_all(header::CONNECTION) {
-        if has_token(value, "close") {
-            return false;
-        }
-        keep |= has_token(value, "keep-alive");
-    }
-    keep
+    version == Version::HTTP_11 && !says_close(headers)
 }
 
-/// Whether a request asked for its connection to be closed after the exchange.
-pub(super) fn asks_close(headers: &HeaderMap) -> bool {
+/// Whether a message's `Connection` fields ask for the connection to be closed after it.
+pub(super) fn says_close(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::CONNECTION)
         .iter()

@@ -219,7 +219,7 @@ pub(super) async fn exchange(
         error,
         unanswered: !answered,
     })?;
-    let reusable = reusable && !head::asks_close(&head.headers);
+    let reusable = reusable && !head::says_close(&head.headers);
     Ok(Answered {
         head: response,
         framing,

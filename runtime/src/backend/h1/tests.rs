@@ -459,3 +459,24 @@ async fn a_request_body_that_breaks_its_announced_length_fails_and_no_excess_is_
         );
     }
 }
+
+#[tokio::test]
+async fn an_http10_origin_connection_is_not_kept_even_with_keep_alive() {
+    let (_, kept) = get_answered(
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+        false,
+    )
+    .await;
+    assert!(
+        !kept,
+        "the next request would be HTTP/1.1, which an HTTP/1.0 origin need not read"
+    );
+    let (_, kept) = get_answered(
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 2\r\n\r\nok",
+        false,
+    )
+    .await;
+    assert!(!kept, "`close` wins");
+    let (_, kept) = get_answered(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false).await;
+    assert!(kept);
+}
