@@ -14,7 +14,7 @@ use super::{Connection, Error, Home, Sending, MAX_CHUNK_LINE};
 
 /// Bytes of chunk extensions a body may carry, and of its trailer section, as hyper's.
 const MAX_CHUNK_EXTENSIONS: usize = 16 * 1024;
-const MAX_TRAILERS: usize = 16 * 1024;
+pub(super) const MAX_TRAILERS: usize = 16 * 1024;
 
 /// The body of an origin's response.
 pub struct OriginBody {
@@ -202,17 +202,15 @@ fn chunk_size(buffer: &[u8], extensions: &mut usize) -> Result<Option<(usize, u6
 /// The trailer section at the start of `buffer`, taken out; `None` while incomplete.
 fn trailers(buffer: &mut bytes::BytesMut) -> Result<Option<http::HeaderMap>, Error> {
     let mut fields = [httparse::EMPTY_HEADER; head::MAX_FIELDS];
-    let (length, offsets) = match httparse::parse_headers(buffer, &mut fields) {
-        Ok(httparse::Status::Complete((length, fields))) => {
-            (length, head::field_offsets(fields, buffer.as_ptr() as usize))
-        }
-        Ok(httparse::Status::Partial) if buffer.len() > MAX_TRAILERS => return Err(Error::HeadTooLarge),
+    let (length, parsed) = match httparse::parse_headers(buffer, &mut fields) {
+        Ok(httparse::Status::Complete(complete)) => complete,
+        Ok(httparse::Status::Partial) if buffer.len() > MAX_TRAILERS => return Err(Error::TrailersTooLarge),
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(error) => return Err(Error::Parse(error)),
+        Err(error) => return Err(Error::Trailers(error)),
     };
-    let bytes = Bytes::copy_from_slice(&buffer[..length]);
+    let trailers = head::field_map(parsed, &buffer[..length], 0)?;
     buffer.advance(length);
-    head::fields_from(&bytes, offsets, 0).map(Some)
+    Ok(Some(trailers))
 }
 
 impl Body for OriginBody {

@@ -3,7 +3,6 @@
 //! of the body that follows and whether the connection can carry another exchange.
 
 use std::mem::MaybeUninit;
-use std::ops::Range;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -137,14 +136,9 @@ pub(super) fn parse_response(buffer: &mut BytesMut, method: &Method) -> Result<O
     let reason = parsed
         .reason
         .filter(|reason| Some(*reason) != status.canonical_reason());
-    let start = buffer.as_ptr() as usize;
-    let offsets = field_offsets(parsed.headers, start);
     let reason = reason.map(|reason| Bytes::copy_from_slice(reason.as_bytes()));
-    // A copy, so that the fields do not pin the connection's buffer: it is reused, in place,
-    // for every read while nothing else holds a part of it.
-    let bytes = Bytes::copy_from_slice(&buffer[..length]);
+    let headers = field_map(parsed.headers, &buffer[..length], ROOM)?;
     buffer.advance(length);
-    let headers = fields_from(&bytes, offsets, ROOM)?;
     let mut response = Response::new(());
     *response.status_mut() = status;
     *response.version_mut() = version;
@@ -171,30 +165,23 @@ pub(super) fn parse_response(buffer: &mut BytesMut, method: &Method) -> Result<O
     })))
 }
 
-/// Where each field's name and value are, from `start` (the address of the buffer's first byte).
-pub(super) fn field_offsets(
-    fields: &[httparse::Header<'_>],
-    start: usize,
-) -> Vec<(Range<usize>, Range<usize>)> {
-    let offsets = fields.iter().map(|field| {
-        let name = field.name.as_ptr() as usize - start;
-        let value = field.value.as_ptr() as usize - start;
-        (name..name + field.name.len(), value..value + field.value.len())
-    });
-    offsets.collect()
-}
-
-/// The fields at `offsets` in `bytes` (name and value ranges), as a map with `room` to spare.
-/// Values are slices of `bytes`, not copies.
-pub(super) fn fields_from(
-    bytes: &Bytes,
-    offsets: Vec<(Range<usize>, Range<usize>)>,
+/// The `parsed` fields of `section` (a head, or a trailer section), as a map with `room` to
+/// spare. The section is copied once, so that the fields do not pin the connection's buffer
+/// (it is reused, in place, for every read while nothing else holds a part of it); the values
+/// are slices of that copy.
+pub(super) fn field_map(
+    parsed: &[httparse::Header<'_>],
+    section: &[u8],
     room: usize,
 ) -> Result<HeaderMap, Error> {
-    let mut headers = HeaderMap::with_capacity(offsets.len() + room);
-    for (name, value) in offsets {
-        let name = HeaderName::from_bytes(&bytes[name]).map_err(|_| Error::Invalid("a field name"))?;
-        let value = HeaderValue::from_maybe_shared(bytes.slice(value))
+    let copy = Bytes::copy_from_slice(section);
+    let start = section.as_ptr() as usize;
+    let mut headers = HeaderMap::with_capacity(parsed.len() + room);
+    for field in parsed {
+        let name =
+            HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| Error::Invalid("a field name"))?;
+        let at = field.value.as_ptr() as usize - start;
+        let value = HeaderValue::from_maybe_shared(copy.slice(at..at + field.value.len()))
             .map_err(|_| Error::Invalid("a field value"))?;
         headers.append(name, value);
     }

@@ -108,6 +108,10 @@ pub enum Error {
     Parse(#[source] httparse::Error),
     #[error("response head larger than {} bytes", head::MAX_HEAD)]
     HeadTooLarge,
+    #[error("invalid trailer fields: {0}")]
+    Trailers(#[source] httparse::Error),
+    #[error("trailer section larger than {} bytes", body::MAX_TRAILERS)]
+    TrailersTooLarge,
     #[error("invalid response: {0}")]
     Invalid(&'static str),
     #[error("the request body failed: {0}")]
@@ -146,6 +150,23 @@ impl Connection {
                 shrink_next: false,
             },
         })
+    }
+
+    /// Reads what the origin has sent into the buffer; `Ok(0)` when it has closed.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let room = self.reads.next;
+        if self.buffer.capacity() - self.buffer.len() < room {
+            self.buffer.reserve(room);
+        }
+        let read = std::task::ready!(tokio_util::io::poll_read_buf(
+            Pin::new(&mut self.stream),
+            cx,
+            &mut self.buffer
+        ));
+        if let Ok(read) = read {
+            self.reads.record(read);
+        }
+        Poll::Ready(read)
     }
 
     /// Whether the connection still looks open and quiet: the origin has not closed it or sent
@@ -245,25 +266,6 @@ impl Answered {
     pub(super) fn into_tunnel(self) -> (http::response::Parts, Tunnel) {
         let Connection { stream, buffer, .. } = *self.connection;
         (self.head, Tunnel::new(stream, buffer.freeze()))
-    }
-}
-
-impl Connection {
-    /// Reads what the origin has sent into the buffer; `Ok(0)` when it has closed.
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        let room = self.reads.next;
-        if self.buffer.capacity() - self.buffer.len() < room {
-            self.buffer.reserve(room);
-        }
-        let read = std::task::ready!(tokio_util::io::poll_read_buf(
-            Pin::new(&mut self.stream),
-            cx,
-            &mut self.buffer
-        ));
-        if let Ok(read) = read {
-            self.reads.record(read);
-        }
-        Poll::Ready(read)
     }
 }
 

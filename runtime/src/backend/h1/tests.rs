@@ -243,20 +243,27 @@ fn channel_body() -> (tokio::sync::mpsc::Sender<Bytes>, OutgoingBody) {
     (feed, StreamBody::new(frames).boxed_unsync())
 }
 
-/// A GET answered with `answer` (the origin closes afterwards when `then_close`): the body
-/// read, and whether the connection went home.
-async fn get_answered(answer: &'static [u8], then_close: bool) -> (Bytes, bool) {
+/// A `method` request answered with `answer` (the origin closes afterwards when
+/// `then_close`): the status, the body read, and whether the connection went home.
+async fn answered_with(method: Method, answer: &'static [u8], then_close: bool) -> (StatusCode, Bytes, bool) {
     let (connection, mut origin) = pair().await;
-    let client = tokio::spawn(async move {
-        read_all(send(connection, request(Method::GET, empty())).await.unwrap()).await
-    });
+    let client =
+        tokio::spawn(
+            async move { read_all(send(connection, request(method, empty())).await.unwrap()).await },
+        );
     read_until(&mut origin, b"\r\n\r\n").await;
     origin.write_all(answer).await.unwrap();
     if then_close {
         drop(origin);
     }
-    let (_, body, _, kept) = timeout(LIMIT, client).await.unwrap().unwrap();
-    (body, kept.take().is_some())
+    let (status, body, _, kept) = timeout(LIMIT, client).await.unwrap().unwrap();
+    (status, body, kept.take().is_some())
+}
+
+/// A GET answered with `answer`: the body read, and whether the connection went home.
+async fn get_answered(answer: &'static [u8], then_close: bool) -> (Bytes, bool) {
+    let (_, body, kept) = answered_with(Method::GET, answer, then_close).await;
+    (body, kept)
 }
 
 #[tokio::test]
@@ -375,19 +382,11 @@ async fn a_switch_of_protocols_hands_over_the_connection_with_the_bytes_behind_t
 
 #[tokio::test]
 async fn a_connect_answered_with_2xx_is_a_tunnel_and_never_kept() {
-    let (connection, mut origin) = pair().await;
-    let client = tokio::spawn(async move {
-        read_all(send(connection, request(Method::CONNECT, empty())).await.unwrap()).await
-    });
-    read_until(&mut origin, b"\r\n\r\n").await;
-    origin
-        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        .await
-        .unwrap();
-    let (status, body, _, kept) = timeout(LIMIT, client).await.unwrap().unwrap();
+    let answer = b"HTTP/1.1 200 Connection Established\r\n\r\n";
+    let (status, body, kept) = answered_with(Method::CONNECT, answer, false).await;
     assert_eq!((status, body.len()), (StatusCode::OK, 0));
     assert!(
-        kept.take().is_none(),
+        !kept,
         "the bytes that follow belong to the tunnel, not to another exchange"
     );
 }
@@ -479,4 +478,16 @@ async fn an_http10_origin_connection_is_not_kept_even_with_keep_alive() {
     assert!(!kept, "`close` wins");
     let (_, kept) = get_answered(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false).await;
     assert!(kept);
+}
+
+#[tokio::test]
+async fn a_trailer_section_past_16_kib_is_refused_as_such() {
+    let long = format!("x-long: {}\r\n", "t".repeat(17 * 1024));
+    let answer = [
+        &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n"[..],
+        long.as_bytes(),
+    ]
+    .concat();
+    let error = body_error(answer, false).await;
+    assert!(matches!(error, Some(Error::TrailersTooLarge)), "{error:?}");
 }
