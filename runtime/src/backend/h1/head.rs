@@ -137,6 +137,14 @@ pub(super) fn parse_response(buffer: &mut BytesMut, method: &Method) -> Result<O
         .reason
         .filter(|reason| Some(*reason) != status.canonical_reason());
     let reason = reason.map(|reason| Bytes::copy_from_slice(reason.as_bytes()));
+    let fields = FramingFields::of(parsed.headers);
+    let framing = framing(status, version, &fields, method);
+    // An HTTP/1.0 origin's connection is not kept even when it says `keep-alive`: the next
+    // request would go out as HTTP/1.1, possibly chunked, which such an origin need not
+    // understand (hyper's client spoke HTTP/1.0 on it instead; origins that old are rare enough
+    // to pay a connection per request).
+    let keep_alive = version == Version::HTTP_11 && !fields.close;
+    let both = fields.transfer_encoding.is_some() && fields.content_length.is_some();
     let headers = field_map(parsed.headers, &buffer[..length], ROOM)?;
     buffer.advance(length);
     let mut response = Response::new(());
@@ -150,10 +158,7 @@ pub(super) fn parse_response(buffer: &mut BytesMut, method: &Method) -> Result<O
         response.extensions_mut().insert(reason);
     }
     let (head, ()) = response.into_parts();
-    let framing = framing(&head, method)?;
-    let keep_alive = keep_alive(&head.headers, version);
-    let both = head.headers.contains_key(header::TRANSFER_ENCODING)
-        && head.headers.contains_key(header::CONTENT_LENGTH);
+    let framing = framing?;
     // After a `101`, or a `2xx` to a CONNECT, the connection is a tunnel.
     let tunnel = head.status == StatusCode::SWITCHING_PROTOCOLS
         || (*method == Method::CONNECT && head.status.is_success());
@@ -188,68 +193,114 @@ pub(super) fn field_map(
     Ok(headers)
 }
 
+/// What the framing rules read of a response head, gathered from the parsed field lines in one
+/// pass before the map is built: a few comparisons of short names, where six map lookups would
+/// each hash a name.
+struct FramingFields<'h> {
+    /// The last `Transfer-Encoding` line, when there is one.
+    transfer_encoding: Option<&'h [u8]>,
+    /// Whether any `Content-Length` line is present, and the one length they all agree on
+    /// (`None` when one is not a number or two disagree).
+    content_length: Option<Option<u64>>,
+    /// Whether a `Connection` line says `close`.
+    close: bool,
+}
+
+impl<'h> FramingFields<'h> {
+    fn of(parsed: &[httparse::Header<'h>]) -> Self {
+        let mut fields = FramingFields {
+            transfer_encoding: None,
+            content_length: None,
+            close: false,
+        };
+        for field in parsed {
+            let name = field.name;
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                fields.transfer_encoding = Some(field.value);
+            } else if name.eq_ignore_ascii_case("content-length") {
+                fields.content_length = Some(match fields.content_length {
+                    None => agreed_length(field.value, None),
+                    Some(None) => None,
+                    Some(before) => agreed_length(field.value, before),
+                });
+            } else if name.eq_ignore_ascii_case("connection") {
+                fields.close |= visible(field.value).is_some_and(|list| has_token(list, "close"));
+            }
+        }
+        fields
+    }
+}
+
 /// RFC 9112 §6.3, as hyper's client decides it.
-fn framing(head: &http::response::Parts, method: &Method) -> Result<Framing, Error> {
-    match head.status.as_u16() {
+fn framing(
+    status: StatusCode,
+    version: Version,
+    fields: &FramingFields<'_>,
+    method: &Method,
+) -> Result<Framing, Error> {
+    match status.as_u16() {
         101 | 204 | 304 => return Ok(Framing::Empty),
         200..=299 if *method == Method::CONNECT => return Ok(Framing::Empty),
         _ if *method == Method::HEAD => return Ok(Framing::Empty),
         _ => {}
     }
-    let headers = &head.headers;
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        if head.version == Version::HTTP_10 {
+    if let Some(coding) = fields.transfer_encoding {
+        if version == Version::HTTP_10 {
             return Err(Error::Invalid("Transfer-Encoding on an HTTP/1.0 response"));
         }
-        return Ok(if chunked_last(headers) {
+        return Ok(if chunked_last(coding) {
             Framing::Chunked
         } else {
             Framing::UntilClose
         });
     }
-    if !headers.contains_key(header::CONTENT_LENGTH) {
-        return Ok(Framing::UntilClose);
-    }
-    match content_length(headers) {
-        Some(0) => Ok(Framing::Empty),
-        Some(length) => Ok(Framing::Length(length)),
-        None => Err(Error::Invalid("a Content-Length that is not one number")),
+    match fields.content_length {
+        None => Ok(Framing::UntilClose),
+        Some(Some(0)) => Ok(Framing::Empty),
+        Some(Some(length)) => Ok(Framing::Length(length)),
+        Some(None) => Err(Error::Invalid("a Content-Length that is not one number")),
     }
 }
 
-/// The one length all `Content-Length` values (each possibly a list) agree on.
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let mut agreed = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for item in value.to_str().ok()?.split(',') {
-            let item = item.trim();
-            if item.is_empty() || !item.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let length: u64 = item.parse().ok()?;
-            if agreed.is_some_and(|agreed| agreed != length) {
-                return None;
-            }
-            agreed = Some(length);
+/// The length one `Content-Length` line (possibly a list) gives, when it agrees with the length
+/// of the lines before it (`agreed`); `None` when an item is not a number or two differ.
+fn agreed_length(value: &[u8], mut agreed: Option<u64>) -> Option<u64> {
+    for item in value.split(|&b| b == b',') {
+        let length = decimal(item.trim_ascii())?;
+        if agreed.is_some_and(|agreed| agreed != length) {
+            return None;
         }
+        agreed = Some(length);
     }
     agreed
 }
 
-/// Whether `chunked` is the last transfer coding.
-fn chunked_last(headers: &HeaderMap) -> bool {
-    let last = headers.get_all(header::TRANSFER_ENCODING).iter().next_back();
-    last.and_then(|value| value.to_str().ok())
-        .and_then(|list| list.rsplit(',').next())
-        .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked"))
+/// A non-empty run of ASCII digits as a number; `None` for anything else or on overflow.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |number, &digit| {
+        let digit = digit.checked_sub(b'0').filter(|digit| *digit <= 9)?;
+        number.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
-/// HTTP/1.1 keeps the connection unless a `Connection` field says `close`. An HTTP/1.0 origin's
-/// connection is not kept even when it says `keep-alive`: the next request would go out as
-/// HTTP/1.1, possibly chunked, which such an origin need not understand (hyper's client spoke
-/// HTTP/1.0 on it instead; origins that old are rare enough to pay a connection per request).
-fn keep_alive(headers: &HeaderMap, version: Version) -> bool {
-    version == Version::HTTP_11 && !says_close(headers)
+/// A field value as text when it is visible ASCII (tabs allowed), as `HeaderValue::to_str`
+/// takes it.
+fn visible(value: &[u8]) -> Option<&str> {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b' '..0x7f).contains(&b))
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
+}
+
+/// Whether `chunked` is the last transfer coding of the last `Transfer-Encoding` line.
+fn chunked_last(coding: &[u8]) -> bool {
+    visible(coding)
+        .and_then(|list| list.rsplit(',').next())
+        .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked"))
 }
 
 /// Whether a message's `Connection` fields ask for the connection to be closed after it.
@@ -257,12 +308,10 @@ pub(super) fn says_close(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::CONNECTION)
         .iter()
-        .any(|value| has_token(value, "close"))
+        .any(|value| value.to_str().is_ok_and(|list| has_token(list, "close")))
 }
 
-fn has_token(value: &HeaderValue, token: &str) -> bool {
-    value.to_str().is_ok_and(|list| {
-        list.split(',')
-            .any(|item| item.trim().eq_ignore_ascii_case(token))
-    })
+fn has_token(list: &str, token: &str) -> bool {
+    list.split(',')
+        .any(|item| item.trim().eq_ignore_ascii_case(token))
 }

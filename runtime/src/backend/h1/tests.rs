@@ -1,5 +1,6 @@
 //! The origin client against scripted origins on 127.0.0.1:0: what goes on the wire, how each
-//! kind of response body is read, and when a connection is kept for another exchange.
+//! kind of response body is read, and when a connection is kept for another exchange; and the
+//! framing a head's field lines give, parsed alone.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -490,4 +491,46 @@ async fn a_trailer_section_past_16_kib_is_refused_as_such() {
     .concat();
     let error = body_error(answer, false).await;
     assert!(matches!(error, Some(Error::TrailersTooLarge)), "{error:?}");
+}
+
+#[test]
+fn framing_is_read_from_the_field_lines_as_the_rfc_orders_it() {
+    use super::head::{parse_response, Framing, Parsed};
+    let cases: [(&str, Option<(Framing, bool)>); 11] = [
+        ("Content-Length: 5, 5", Some((Framing::Length(5), true))),
+        (
+            "Content-Length: 5\r\ncontent-length: 5",
+            Some((Framing::Length(5), true)),
+        ),
+        ("CONTENT-LENGTH: 007", Some((Framing::Length(7), true))),
+        ("Content-Length: 0", Some((Framing::Empty, true))),
+        ("Content-Length: 5\r\nContent-Length: 5, 6", None),
+        ("Content-Length: 99999999999999999999", None),
+        ("Transfer-Encoding: gzip, Chunked", Some((Framing::Chunked, true))),
+        (
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip",
+            Some((Framing::UntilClose, false)),
+        ),
+        // Both: the length is ignored and the connection is not kept (request smuggling).
+        (
+            "Content-Length: 3\r\nTransfer-Encoding: chunked",
+            Some((Framing::Chunked, false)),
+        ),
+        (
+            "Connection: Keep-Alive, CLOSE\r\nContent-Length: 2",
+            Some((Framing::Length(2), false)),
+        ),
+        ("Server: test", Some((Framing::UntilClose, false))),
+    ];
+    for (fields, expected) in cases {
+        let head = format!("HTTP/1.1 200 OK\r\n{fields}\r\n\r\n");
+        let mut buffer = bytes::BytesMut::from(head.as_bytes());
+        let parsed = parse_response(&mut buffer, &Method::GET);
+        let got = match parsed {
+            Ok(Some(Parsed::Final(last))) => Some((last.framing, last.reusable)),
+            Ok(_) => panic!("{fields:?}: not a final head"),
+            Err(_) => None,
+        };
+        assert_eq!(got, expected, "{fields:?}");
+    }
 }
