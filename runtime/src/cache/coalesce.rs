@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use super::body::SharedBody;
 use super::clock::Clock;
-use super::key::CacheKey;
+use super::key::{CacheKey, KeyHasher};
 use super::object::ObjectHead;
 use super::rules::vary::VaryRule;
 use crate::telemetry::Stats;
@@ -57,9 +57,9 @@ struct InFlight {
 pub struct Coalescer {
     in_flight: Arc<InFlight>,
     /// Hit-for-pass keys, each with when its mark ends by `clock`.
-    hit_for_pass: moka::sync::Cache<CacheKey, SystemTime>,
+    hit_for_pass: moka::sync::Cache<CacheKey, SystemTime, KeyHasher>,
     /// Pass-only keys, each with its own lifetime.
-    pass_only: moka::sync::Cache<CacheKey, PassOnly>,
+    pass_only: moka::sync::Cache<CacheKey, PassOnly, KeyHasher>,
     /// Whether any pass-only mark was ever made: until one is, a lookup need not hash its key
     /// into `pass_only` (most policies never `return (pass(...))` from `vcl_backend_response`).
     any_pass_only: Arc<AtomicBool>,
@@ -101,11 +101,11 @@ impl Coalescer {
         let hit_for_pass = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(hit_for_pass_ttl.max(Duration::from_millis(1)))
-            .build();
+            .build_with_hasher(KeyHasher::default());
         let pass_only = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .expire_after(OwnLifetime)
-            .build();
+            .build_with_hasher(KeyHasher::default());
         Coalescer {
             in_flight: Arc::default(),
             hit_for_pass,

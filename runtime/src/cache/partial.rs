@@ -17,7 +17,7 @@ use std::time::Duration;
 use http::HeaderMap;
 use moka::sync::Cache;
 
-use super::key::CacheKey;
+use super::key::{CacheKey, KeyHasher};
 use super::object::{CachedObject, ObjectHead};
 use super::rules::partial::{self as rules, Validator};
 use super::rules::vary::VaryRule;
@@ -64,7 +64,7 @@ impl Representation {
 /// The index of sliced representations, and their slices in `store`. Clones share them.
 #[derive(Clone)]
 pub(crate) struct Partials {
-    known: Cache<CacheKey, Known>,
+    known: Cache<CacheKey, Known, KeyHasher>,
     /// Whether anything was ever put in `known`: until then the misses, passes and purges
     /// that ask need not hash their key into it (most caches never see a range or an object
     /// too large to store whole).
@@ -77,7 +77,7 @@ impl Partials {
         let known = Cache::builder()
             .max_capacity(MAX_INDEXED)
             .expire_after(RememberFor)
-            .build();
+            .build_with_hasher(KeyHasher::default());
         Partials {
             known,
             any_known: Arc::default(),

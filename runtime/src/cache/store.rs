@@ -12,7 +12,7 @@ use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
 use moka::Expiry;
 
-use super::key::CacheKey;
+use super::key::{CacheKey, KeyHasher};
 use super::keys::KeyIndex;
 use super::object::CachedObject;
 use super::rules::vary::VaryRule;
@@ -90,7 +90,7 @@ pub fn variant_matches(rule: &VaryRule, request: &HeaderMap, variant: Option<&[u
 /// The object store.
 #[derive(Clone)]
 pub struct Store {
-    objects: Cache<CacheKey, Arc<Variants>>,
+    objects: Cache<CacheKey, Arc<Variants>, KeyHasher>,
     /// The surrogate keys of the stored objects, kept in step with `objects`: `insert` indexes
     /// the new object and forgets the variants it replaces, the eviction listener forgets what
     /// leaves otherwise (evicted, expired, purged).
@@ -125,7 +125,7 @@ impl Store {
                 u32::try_from(variants.weight).unwrap_or(u32::MAX)
             })
             .expire_after(RetainFor)
-            .build();
+            .build_with_hasher(KeyHasher::default());
         Store { objects, keys }
     }
 
