@@ -8,17 +8,31 @@
 # objects stored, RSS summed over the server's processes (Varnish: manager and child). The
 # stored counts are read back (edgecache's admin API, `varnishstat`) and must equal OBJECTS.
 #
-#   cargo build --release && [OBJECTS=1000000] benches/memory_per_object.sh [BINARY]
+# BODY_BYTES=N serves every object from one file of N bytes instead (nginx then adds its
+# `Last-Modified`, `ETag` and `Accept-Ranges`), for large objects: e.g. OBJECTS=1000
+# BODY_BYTES=204800. THREADS=N runs edgecache with `--threads N` (default 1): which worker
+# copies a body into the store decides which allocator arena holds it.
+#
+#   cargo build --release && [OBJECTS=1000000] [BODY_BYTES=N] [THREADS=N] benches/memory_per_object.sh [BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-target/release/edgecache}")
 OBJECTS=${OBJECTS:-1000000}
+BODY_BYTES=${BODY_BYTES:-}
+THREADS=${THREADS:-1}
 for tool in nginx h2load varnishd varnishstat python3 curl; do
     command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install nginx nghttp2-client varnish)" >&2; exit 1; }
 done
 . benches/run_dir.sh memory
 chmod 755 "$RUN"
 BODY=$(printf 'x%.0s' $(seq 99))
+if [ -n "$BODY_BYTES" ]; then
+    head -c "$BODY_BYTES" /dev/zero | tr '\0' x >"$RUN/body"
+    chmod 644 "$RUN/body"
+    ANSWER="root $RUN; try_files /body =404;"
+else
+    ANSWER="return 200 \"$BODY\\n\";"
+fi
 cat >"$RUN/nginx.conf" <<EOF
 daemon off; master_process off; worker_processes 1; pid $RUN/nginx.pid; error_log $RUN/error.log;
 events { worker_connections 1024; }
@@ -30,7 +44,7 @@ http {
         location /obj/ {
             default_type text/plain;
             add_header Cache-Control "max-age=3600";
-            return 200 "$BODY\n";
+            $ANSWER
         }
     }
 }
@@ -67,14 +81,14 @@ echo "| server | objects stored | RSS after one request | RSS after the fill | R
 echo "|---|---:|---:|---:|---:|"
 
 RUST_LOG=warn "$BIN" -a 127.0.0.1:19541 -b 127.0.0.1:19540 -T 127.0.0.1:19542 -s 8G \
-    --threads 1 --no-watch --h2-max-streams-per-second 0 2>"$RUN/edgecache.log" & PIDS+=($!)
+    --threads "$THREADS" --no-watch --h2-max-streams-per-second 0 2>"$RUN/edgecache.log" & PIDS+=($!)
 EDGE=$!
 wait_for http://127.0.0.1:19541/obj/0
 before=$(rss_kib "$EDGE")
 fill 19541
 after=$(rss_kib "$EDGE")
 stored=$(curl -s http://127.0.0.1:19542/stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["cache"]["objects"])')
-report "edgecache $("$BIN" --version | awk '{print $2}')" "$before" "$after" "$stored"
+report "edgecache $("$BIN" --version | awk '{print $2}') --threads $THREADS" "$before" "$after" "$stored"
 kill "$EDGE"
 wait "$EDGE" 2>/dev/null || true
 
