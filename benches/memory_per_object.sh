@@ -11,15 +11,17 @@
 # BODY_BYTES=N serves every object from one file of N bytes instead (nginx then adds its
 # `Last-Modified`, `ETag` and `Accept-Ranges`), for large objects: e.g. OBJECTS=1000
 # BODY_BYTES=204800. THREADS=N runs edgecache with `--threads N` (default 1): which worker
-# copies a body into the store decides which allocator arena holds it.
+# copies a body into the store decides which allocator arena holds it. STREAMS=N fills with N
+# streams in flight (default 100; 1 fills one object at a time).
 #
-#   cargo build --release && [OBJECTS=1000000] [BODY_BYTES=N] [THREADS=N] benches/memory_per_object.sh [BINARY]
+#   cargo build --release && [OBJECTS=1000000] [BODY_BYTES=N] [THREADS=N] [STREAMS=N] benches/memory_per_object.sh [BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-target/release/edgecache}")
 OBJECTS=${OBJECTS:-1000000}
 BODY_BYTES=${BODY_BYTES:-}
 THREADS=${THREADS:-1}
+STREAMS=${STREAMS:-100}
 for tool in nginx h2load varnishd varnishstat python3 curl; do
     command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install nginx nghttp2-client varnish)" >&2; exit 1; }
 done
@@ -61,7 +63,7 @@ rss_kib() {   # pids...: resident KiB, summed
 fill() {   # port: requests every path once
     sed "s|^|http://127.0.0.1:$1|" "$RUN/paths" >"$RUN/uris"
     # One client: h2load gives each client the URI list from its start.
-    h2load -n "$OBJECTS" -c 1 -m 100 -i "$RUN/uris" "http://127.0.0.1:$1" >"$RUN/h2load.out"
+    h2load -n "$OBJECTS" -c 1 -m "$STREAMS" -i "$RUN/uris" "http://127.0.0.1:$1" >"$RUN/h2load.out"
     grep -q "$OBJECTS succeeded, 0 failed" "$RUN/h2load.out" || { cat "$RUN/h2load.out" >&2; exit 1; }
 }
 

@@ -153,7 +153,8 @@ async fn open(connector: &OriginConnector, target: &Uri) -> Result<Box<Connectio
 }
 
 impl Home for Shared {
-    fn keep(self: Arc<Self>, connection: Box<Connection>) {
+    fn keep(self: Arc<Self>, mut connection: Box<Connection>) {
+        connection.going_idle();
         let start_reaper = {
             let mut state = self.state.lock().expect("pool lock");
             state.idle.push(Idle {

@@ -534,3 +534,32 @@ fn framing_is_read_from_the_field_lines_as_the_rfc_orders_it() {
         assert_eq!(got, expected, "{fields:?}");
     }
 }
+
+#[tokio::test]
+async fn a_connection_going_idle_lets_go_of_a_large_read_buffer_and_still_serves() {
+    let (mut connection, mut origin) = pair().await;
+    // As the reads of a large body leave it: empty, with room for the largest read.
+    connection.buffer.reserve(super::MAX_READ);
+    connection.going_idle();
+    assert_eq!(connection.buffer.capacity(), 0, "a large empty buffer is let go");
+
+    connection.buffer.reserve(super::IDLE_BUFFER / 2);
+    let small = connection.buffer.capacity();
+    connection.going_idle();
+    assert_eq!(
+        connection.buffer.capacity(),
+        small,
+        "a small buffer is kept for reuse"
+    );
+
+    let client = tokio::spawn(async move {
+        let answered = send(connection, request(Method::GET, empty())).await.unwrap();
+        read_all(answered).await.1
+    });
+    read_until(&mut origin, b"\r\n\r\n").await;
+    origin
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        .await
+        .unwrap();
+    assert_eq!(&timeout(LIMIT, client).await.unwrap().unwrap()[..], b"ok");
+}
