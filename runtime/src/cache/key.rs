@@ -9,9 +9,11 @@ use super::rules::vary::accepts_gzip;
 
 /// The hasher of every map keyed by [`CacheKey`] that a request consults (the store, the
 /// hit-for-pass and pass-only marks, the slice index). std's SipHash took about 240
-/// instructions per lookup for a 30-byte key; foldhash takes a fraction of that, and its
-/// per-process random seed keeps the bucket of a key an attacker chooses unpredictable. The
-/// `quality` variant, since moka's admission sketch counts by the same hash.
+/// instructions per lookup for a 30-byte key; foldhash takes a fraction of that. Keys are the
+/// clients' URLs: foldhash is only minimally DoS-resistant (its authors' words), against
+/// SipHash's stronger claim, but its per-process random seed still keeps a client from aiming
+/// keys at one bucket without seeing the seed. The `quality` variant, since moka's admission
+/// sketch counts by the same hash.
 pub type KeyHasher = foldhash::quality::RandomState;
 
 /// The primary key of a cached object. By default host + path + query, so GET and HEAD share

@@ -175,9 +175,12 @@ impl Connection {
     }
 
     /// Lets go of a large read buffer before the connection waits idle. The next exchange
-    /// reserves room anew, as large as the reads had grown (the read size is kept).
+    /// reserves room anew, as large as the reads had grown (the read size is kept). The read
+    /// size counts too: the buffer's own capacity is only the room left behind the bodies split
+    /// off it, and that view holds their whole allocation.
     pub(super) fn going_idle(&mut self) {
-        if self.buffer.is_empty() && self.buffer.capacity() > IDLE_BUFFER {
+        let large = self.buffer.capacity() > IDLE_BUFFER || self.reads.next > IDLE_BUFFER;
+        if self.buffer.is_empty() && large {
             self.buffer = BytesMut::new();
         }
     }

@@ -496,7 +496,8 @@ async fn a_trailer_section_past_16_kib_is_refused_as_such() {
 #[test]
 fn framing_is_read_from_the_field_lines_as_the_rfc_orders_it() {
     use super::head::{parse_response, Framing, Parsed};
-    let cases: [(&str, Option<(Framing, bool)>); 11] = [
+    // `None`: refused for its Content-Length.
+    let cases: [(&str, Option<(Framing, bool)>); 14] = [
         ("Content-Length: 5, 5", Some((Framing::Length(5), true))),
         (
             "Content-Length: 5\r\ncontent-length: 5",
@@ -506,6 +507,12 @@ fn framing_is_read_from_the_field_lines_as_the_rfc_orders_it() {
         ("Content-Length: 0", Some((Framing::Empty, true))),
         ("Content-Length: 5\r\nContent-Length: 5, 6", None),
         ("Content-Length: 99999999999999999999", None),
+        (
+            "Content-Length: 18446744073709551615",
+            Some((Framing::Length(u64::MAX), true)),
+        ),
+        ("Content-Length: 5,", None),
+        ("Content-Length: ", None),
         ("Transfer-Encoding: gzip, Chunked", Some((Framing::Chunked, true))),
         (
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip",
@@ -529,7 +536,13 @@ fn framing_is_read_from_the_field_lines_as_the_rfc_orders_it() {
         let got = match parsed {
             Ok(Some(Parsed::Final(last))) => Some((last.framing, last.reusable)),
             Ok(_) => panic!("{fields:?}: not a final head"),
-            Err(_) => None,
+            Err(error) => {
+                assert!(
+                    error.to_string().contains("Content-Length"),
+                    "{fields:?}: {error}"
+                );
+                None
+            }
         };
         assert_eq!(got, expected, "{fields:?}");
     }
@@ -551,6 +564,28 @@ async fn a_connection_going_idle_lets_go_of_a_large_read_buffer_and_still_serves
         small,
         "a small buffer is kept for reuse"
     );
+
+    // Reads grown large: what is left of their allocation may look small, and goes too.
+    connection.reads.next = super::MAX_READ;
+    connection.going_idle();
+    assert_eq!(
+        connection.buffer.capacity(),
+        0,
+        "a buffer the reads grew is let go"
+    );
+
+    // Bytes the origin sent unasked are never dropped (the pool's probe refuses the connection).
+    connection
+        .buffer
+        .extend_from_slice(&[b'x'; super::IDLE_BUFFER + 1]);
+    connection.going_idle();
+    assert_eq!(
+        connection.buffer.len(),
+        super::IDLE_BUFFER + 1,
+        "unread bytes are kept"
+    );
+    connection.buffer.clear();
+    connection.reads.next = super::READ_SIZE;
 
     let client = tokio::spawn(async move {
         let answered = send(connection, request(Method::GET, empty())).await.unwrap();
