@@ -219,9 +219,8 @@ impl<'h> FramingFields<'h> {
                 fields.transfer_encoding = Some(field.value);
             } else if name.eq_ignore_ascii_case("content-length") {
                 fields.content_length = Some(match fields.content_length {
-                    None => agreed_length(field.value, None),
                     Some(None) => None,
-                    Some(before) => agreed_length(field.value, before),
+                    before => agreed_length(field.value, before.flatten()),
                 });
             } else if name.eq_ignore_ascii_case("connection") {
                 fields.close |= visible(field.value).is_some_and(|list| has_token(list, "close"));
@@ -289,11 +288,9 @@ fn decimal(digits: &[u8]) -> Option<u64> {
 /// A field value as text when it is visible ASCII (tabs allowed), as `HeaderValue::to_str`
 /// takes it.
 fn visible(value: &[u8]) -> Option<&str> {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b' '..0x7f).contains(&b))
-        .then(|| std::str::from_utf8(value).ok())
-        .flatten()
+    std::str::from_utf8(value)
+        .ok()
+        .filter(|text| text.bytes().all(|b| b == b'\t' || (b' '..0x7f).contains(&b)))
 }
 
 /// Whether `chunked` is the last transfer coding of the last `Transfer-Encoding` line.

@@ -46,7 +46,7 @@ const MAX_READ: usize = head::MAX_HEAD;
 
 /// Read room an idle connection keeps. A large body's reads grow the buffer towards
 /// [`MAX_READ`], and a pool of such connections would hold that much each while idle: 100
-/// connections that had carried 200 KiB bodies kept about 58 MB (`benches/memory_per_object.sh`).
+/// connections that had carried 200 KiB bodies kept about 45 MB (`benches/memory_per_object.sh`).
 const IDLE_BUFFER: usize = 64 * 1024;
 
 /// Bytes a chunk-size line may take.
