@@ -181,3 +181,37 @@ async fn a_client_that_half_closes_after_its_request_still_gets_the_response() {
         assert_eq!(response.cache(), expected);
     }
 }
+
+/// HPACK (vendor/h2/EDGECACHE.md): the encoder sends literals with static name indexes and no
+/// dynamic table. A client's decoder must read every field back as the origin sent it, on
+/// every response of one connection: repeated names, a value too long for a one-byte length, a
+/// name outside the static table, a status outside it.
+#[tokio::test]
+async fn h2c_response_fields_survive_the_encoder_on_a_reused_connection() {
+    let long = "v".repeat(300);
+    let reply = OriginReply::with_status(203, "fields")
+        .header("set-cookie", "a=1")
+        .header("set-cookie", "b=2")
+        .header("x-long", &long)
+        .header("link", "</style.css>; rel=preload");
+    let origin = Origin::fixed(reply).await;
+    let (_proxy, addr) = start_proxy(origin.addr, |_| {}).await;
+
+    let mut h2 = H2c::connect(addr).await;
+    for _ in 0..3 {
+        let reply = h2.get("/fields", &[]).await;
+        assert_eq!(reply.version, Version::HTTP_2);
+        assert_eq!(reply.status, 203);
+        assert_eq!(reply.body, "fields");
+        let cookies: Vec<&str> = reply
+            .headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().expect("ASCII"))
+            .collect();
+        assert_eq!(cookies, ["a=1", "b=2"]);
+        assert_eq!(reply.header("x-long"), Some(long.as_str()));
+        assert_eq!(reply.header("link"), Some("</style.css>; rel=preload"));
+        assert!(reply.header("via").is_some_and(|via| via.contains("edgecache")));
+    }
+}
