@@ -15,7 +15,7 @@ pub mod fuzz_logic {
         if let Ok(s) = std::str::from_utf8(data_) {
             if let Ok(h) = http::Method::from_bytes(s.as_bytes()) {
                 let m_ = hpack::Header::Method(h);
-                let mut encoder = hpack::Encoder::new(0, 0);
+                let mut encoder = hpack::Encoder::new(0);
                 let _res = encode(&mut encoder, vec![m_]);
             }
         }

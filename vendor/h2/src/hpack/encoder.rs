@@ -13,9 +13,9 @@ const DEFAULT_MAX_ALLOWED_SIZE: usize = 4 * 1024;
 /// ever put into the dynamic table; a field whose name and value are both in the static table
 /// (`:status: 200`, `:method: GET`) is written as that index. That is how HAProxy's and nginx's
 /// encoders write responses: the peer's decoder does all it must either way, and this side
-/// spends no hashing, probing, eviction or Huffman coding per field (about 4.4k instructions of
-/// an h2c cache hit with the dynamic table; `vendor/h2/EDGECACHE.md`). The cost is bytes: a
-/// field repeated on every response of a connection is sent whole each time.
+/// spends no hashing, probing, eviction or Huffman coding per field (1.1k of the 4.4k
+/// instructions the encoder took per h2c cache hit; `vendor/h2/EDGECACHE.md`). The cost is
+/// bytes: a field repeated on every response of a connection is sent whole each time.
 #[derive(Debug)]
 pub struct Encoder {
     /// The dynamic table size the peer's decoder was last told of. Nothing is inserted, but a
@@ -40,7 +40,7 @@ enum SizeUpdate {
 }
 
 impl Encoder {
-    pub fn new(max_size: usize, _capacity: usize) -> Encoder {
+    pub fn new(max_size: usize) -> Encoder {
         Encoder {
             max_size: max_size.min(DEFAULT_MAX_ALLOWED_SIZE),
             max_allowed_size: DEFAULT_MAX_ALLOWED_SIZE,
@@ -117,7 +117,9 @@ impl Encoder {
                 Ok(header) => {
                     match static_index(&header) {
                         Some((index, true)) => encode_int(index, 7, 0x80, dst),
-                        name => encode_literal(&header, name, header.value_slice(), header.is_sensitive(), dst),
+                        name => {
+                            encode_literal(&header, name, header.value_slice(), header.is_sensitive(), dst)
+                        }
                     }
                     last = Some(header);
                 }
@@ -149,7 +151,7 @@ impl Encoder {
 
 impl Default for Encoder {
     fn default() -> Encoder {
-        Encoder::new(4096, 0)
+        Encoder::new(4096)
     }
 }
 
