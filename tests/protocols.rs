@@ -3,10 +3,14 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Version;
 use support::{start_proxy, Client, H2c, Origin, OriginReply, RawConn, EXCHANGE_LIMIT};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 async fn cacheable_origin() -> Origin {
     Origin::fixed(OriginReply::ok("hello, cache").cache_control("max-age=60")).await
@@ -154,6 +158,70 @@ async fn h2c_streams_are_multiplexed_and_coalesced() {
         1,
         "ten streams on one connection, one origin fetch"
     );
+}
+
+/// An origin that answers every request with its target as a `no-store` body, and holds
+/// `/held` until `release` is notified (`arrived` says it has it).
+async fn holding_origin(arrived: Arc<Notify>, release: Arc<Notify>) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (arrived, release) = (arrived.clone(), release.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 4096];
+                loop {
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let request = String::from_utf8_lossy(&head[..end]).into_owned();
+                        head.drain(..end + 4);
+                        let target = request.split(' ').nth(1).unwrap_or("/").to_owned();
+                        if target == "/held" {
+                            arrived.notify_one();
+                            release.notified().await;
+                        }
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: {}\r\n\r\n{target}",
+                            target.len()
+                        );
+                        if stream.write_all(response.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => head.extend_from_slice(&buffer[..read]),
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A connection's HTTP/2 streams are answered in its own task (`server/h2_streams.rs`): one
+/// waiting for the origin must not hold up another stream of the same connection.
+#[tokio::test]
+async fn an_h2c_stream_waiting_for_the_origin_does_not_hold_up_the_next() {
+    let (arrived, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let origin = holding_origin(arrived.clone(), release.clone()).await;
+    let (_proxy, addr) = start_proxy(origin, |_| {}).await;
+
+    let h2 = H2c::connect(addr).await;
+    let mut held = h2.clone_stream();
+    let held = tokio::spawn(async move { held.get("/held", &[]).await });
+    arrived.notified().await;
+    let quick = h2.clone_stream().get("/quick", &[]).await;
+    assert_eq!(quick.status, 200);
+    assert_eq!(quick.body, "/quick");
+    assert!(!held.is_finished(), "the held stream waits for its origin");
+    release.notify_one();
+    let held = held.await.expect("the held stream's task");
+    assert_eq!(held.status, 200);
+    assert_eq!(held.body, "/held");
 }
 
 #[tokio::test]

@@ -3,10 +3,12 @@
 //! What a client may hold: `limits` caps open connections, `timeouts` closes the quiet ones
 //! (the body timeout is the request body's own, see `backend::ClientBody`). `first_line` and
 //! hyper's buffer sizes bound a request head; `h2_guard` caps HTTP/2 streams and resets;
-//! `h2_writes` joins HTTP/2's small writes; `health` answers the load balancer's health check.
+//! `h2_streams` answers HTTP/2 streams in their connection's task and `h2_writes` joins their
+//! small writes; `health` answers the load balancer's health check.
 
 mod first_line;
 mod h2_guard;
+mod h2_streams;
 mod h2_writes;
 mod health;
 mod limits;
@@ -23,7 +25,7 @@ use std::time::Duration;
 use http::Request;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -35,6 +37,7 @@ use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits,
 use crate::proxy::{self, ClientConnection, ListenerName, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
+use h2_streams::{ConnectionStreams, InConnectionTask};
 use h2_writes::H2Writes;
 pub(crate) use health::Health;
 use limits::{ConnectionCap, Occasional};
@@ -138,7 +141,7 @@ async fn serve(
     options: Options,
     worker: usize,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(InConnectionTask);
     // A client may shut down its sending side once the request is out (`nc -N`, some load
     // balancers' health checks): it still gets the response.
     builder.http1().keep_alive(true).half_close(true);
@@ -201,7 +204,7 @@ async fn serve(
 #[derive(Clone)]
 struct Client {
     shared: Arc<Shared>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builder: Arc<auto::Builder<InConnectionTask>>,
     timeouts: ClientTimeouts,
     stop: watch::Receiver<bool>,
     request_limits: RequestLimits,
@@ -325,7 +328,7 @@ where
             }
             let http2 = request.version() == http::Version::HTTP_2;
             // Boxed for both protocols: the request's future is kilobytes, and hyper moves
-            // this one into a task per HTTP/2 stream (several copies inside tokio's spawn).
+            // this one into its HTTP/2 stream's future, and that into `h2_streams`' box.
             let handling = Box::pin(proxy::handle(shared, connection, request));
             let response = if http2 {
                 h2_guard::serve(&streams, handling).await
@@ -341,15 +344,21 @@ where
         request_limits.max_header_size,
     )));
     // With upgrades: a piped WebSocket's `101` hands the connection to `proxy::pipe`.
-    let connection = builder.serve_connection_with_upgrades(io, service);
-    tokio::pin!(connection);
+    // Boxed so it can be dropped before its streams are finished.
+    let mut connection = Box::pin(builder.serve_connection_with_upgrades(io, service));
+    let mut streams = ConnectionStreams::default();
     let mut stopping = false;
     // After an HTTP/2 GOAWAY for idleness: when to stop waiting for the client to close.
     let mut closing_at = None;
-    let outcome = loop {
+    loop {
         tokio::select! {
             biased;
-            outcome = connection.as_mut() => break outcome,
+            outcome = std::future::poll_fn(|context| streams.poll_connection(connection.as_mut(), context)) => {
+                if let Err(error) = outcome {
+                    tracing::debug!(%peer, error = %error, "client connection ended with an error");
+                }
+                break;
+            }
             _ = stop.wait_for(|stopped| *stopped), if !stopping => {
                 connection.as_mut().graceful_shutdown();
                 stopping = true;
@@ -364,18 +373,19 @@ where
                 tracing::debug!(%peer, "closing the client connection: {expired}");
                 if !activity.is_multiplexed() {
                     // A head half sent or no request at all: nothing to finish, just close.
-                    return;
+                    break;
                 }
                 // HTTP/2: GOAWAY first, so the client knows no stream of its was dropped.
                 connection.as_mut().graceful_shutdown();
                 closing_at = Some(Instant::now() + timeouts.idle);
             }
-            _ = timeouts::until(closing_at) => return,
+            _ = timeouts::until(closing_at) => break,
         }
-    };
-    if let Err(error) = outcome {
-        tracing::debug!(%peer, error = %error, "client connection ended with an error");
     }
+    // The client is gone or being closed: what its streams still do for it ends as it would
+    // have in tasks of their own.
+    drop(connection);
+    streams.finish().await;
 }
 
 /// A bound listener and what its connections speak.

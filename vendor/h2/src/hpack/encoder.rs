@@ -1,8 +1,8 @@
-use super::table::static_index;
+use super::table::{static_field_index, static_index};
 use super::Header;
 
 use bytes::{BufMut, BytesMut};
-use http::header::HeaderName;
+use http::HeaderMap;
 
 const DEFAULT_MAX_ALLOWED_SIZE: usize = 4 * 1024;
 
@@ -99,36 +99,40 @@ impl Encoder {
         }
     }
 
-    /// Encode a set of headers into the provide buffer
-    pub fn encode<I>(&mut self, headers: I, dst: &mut BytesMut)
-    where
-        I: IntoIterator<Item = Header<Option<HeaderName>>>,
-    {
+    /// Encodes a header block into `dst`: the pseudo-header fields, then `fields`.
+    ///
+    /// edgecache: the fields are read where they are, not moved one by one into `Header`s and
+    /// dropped (about 1.1k of the 3.3k instructions an h2c cache hit's response head took).
+    pub fn encode(
+        &mut self,
+        pseudo: impl IntoIterator<Item = Header>,
+        fields: &HeaderMap,
+        dst: &mut BytesMut,
+    ) {
         let span = tracing::trace_span!("hpack::encode");
         let _e = span.enter();
 
         self.encode_size_updates(dst);
 
-        // A header without a name carries another value of the previous one's name.
-        let mut last: Option<Header> = None;
-
-        for header in headers {
-            match header.reify() {
-                Ok(header) => {
-                    match static_index(&header) {
-                        Some((index, true)) => encode_int(index, 7, 0x80, dst),
-                        name => {
-                            encode_literal(&header, name, header.value_slice(), header.is_sensitive(), dst)
-                        }
-                    }
-                    last = Some(header);
+        for header in pseudo {
+            match static_index(&header) {
+                Some((index, true)) => encode_int(index, 7, 0x80, dst),
+                name => {
+                    let value = header.value_slice();
+                    encode_literal(header.name().as_slice(), name, value, header.is_sensitive(), dst)
                 }
-                Err(value) => {
-                    let last = last.as_ref().unwrap_or_else(|| {
-                        panic!("encoding header without name, but no previous index to use for name");
-                    });
-                    encode_literal(last, static_index(last), value.as_ref(), value.is_sensitive(), dst);
-                }
+            }
+        }
+        for (name, value) in fields {
+            match static_field_index(name, value) {
+                Some((index, true)) => encode_int(index, 7, 0x80, dst),
+                static_name => encode_literal(
+                    name.as_str().as_bytes(),
+                    static_name,
+                    value.as_bytes(),
+                    value.is_sensitive(),
+                    dst,
+                ),
             }
         }
     }
@@ -163,7 +167,7 @@ fn encode_size_update(val: usize, dst: &mut BytesMut) {
 /// sensitive (RFC 7541, sections 6.2.2 and 6.2.3): the name by its static index where the
 /// static table has it, else as a string.
 fn encode_literal(
-    header: &Header,
+    name: &[u8],
     static_name: Option<(usize, bool)>,
     value: &[u8],
     sensitive: bool,
@@ -174,7 +178,7 @@ fn encode_literal(
         Some((index, _)) => encode_int(index, 4, first_byte, dst),
         None => {
             dst.put_u8(first_byte);
-            encode_str(header.name().as_slice(), dst);
+            encode_str(name, dst);
         }
     }
     encode_str(value, dst);
@@ -218,6 +222,37 @@ fn encode_int_one_byte(value: usize, prefix_bits: usize) -> bool {
     value < (1 << prefix_bits) - 1
 }
 
+/// The encoder's input as h2 once gave it (a field without a name is another value of the
+/// previous one), split as a frame holds it: the pseudo-header fields, and the others as a map;
+/// and the fields as the peer decodes them, in that order.
+#[cfg(test)]
+pub(crate) fn split_block(
+    hdrs: Vec<Header<Option<http::HeaderName>>>,
+) -> (Vec<Header>, HeaderMap, Vec<Header>) {
+    let mut pseudo = vec![];
+    let mut fields = HeaderMap::new();
+    let mut last = None;
+    for header in hdrs {
+        match header {
+            Header::Field { name, value } => {
+                let name = name.or(last).expect("a name before a nameless value");
+                fields.append(name.clone(), value);
+                last = Some(name);
+            }
+            other => pseudo.push(other.reify().expect("a pseudo-header field")),
+        }
+    }
+    let decoded = pseudo
+        .iter()
+        .cloned()
+        .chain(fields.iter().map(|(name, value)| Header::Field {
+            name: name.clone(),
+            value: value.clone(),
+        }))
+        .collect();
+    (pseudo, fields, decoded)
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -237,9 +272,10 @@ mod test {
         let mut encoder = Encoder::default();
         for _ in 0..2 {
             let res = encode(&mut encoder, vec![header("cache-control", "max-age=60")]);
-            assert_eq!(res[0], 24); // literal without indexing, name 24
-            assert_eq!(res[1], 10); // raw string, 10 octets
-            assert_eq!(&res[2..], b"max-age=60");
+            // Literal without indexing, name 24: over the 4-bit prefix, so 15 and then 24 - 15.
+            assert_eq!(res[..2], [0x0f, 24 - 15]);
+            assert_eq!(res[2], 10); // raw string, 10 octets
+            assert_eq!(&res[3..], b"max-age=60");
         }
     }
 
@@ -282,17 +318,24 @@ mod test {
         for _ in 0..2 {
             let mut block = encode(&mut encoder, fields.clone());
             let mut decoded = vec![];
-            decoder.decode(&mut std::io::Cursor::new(&mut block), |h| decoded.push(h)).unwrap();
-            let expected: Vec<Header> = [
+            decoder
+                .decode(&mut std::io::Cursor::new(&mut block), |h| {
+                    decoded.push(h);
+                    std::ops::ControlFlow::Continue(())
+                })
+                .unwrap();
+            let named = [
                 ("set-cookie", "a=1"),
                 ("set-cookie", "b=2"),
                 ("x-long", long.as_str()),
                 ("x-long", long.as_str()),
-            ]
-            .iter()
-            .map(|(n, v)| Header::Field { name: n.parse().unwrap(), value: v.parse().unwrap() })
-            .chain([Header::Status(StatusCode::IM_A_TEAPOT)])
-            .collect();
+            ];
+            let named = named
+                .iter()
+                .map(|(n, v)| Header::Field { name: n.parse().unwrap(), value: v.parse().unwrap() });
+            // The pseudo-header fields come first, as RFC 9113 section 8.3 requires.
+            let expected: Vec<Header> =
+                [Header::Status(StatusCode::IM_A_TEAPOT)].into_iter().chain(named).collect();
             assert_eq!(decoded, expected);
         }
     }
@@ -339,8 +382,9 @@ mod test {
     }
 
     fn encode(e: &mut Encoder, hdrs: Vec<Header<Option<HeaderName>>>) -> BytesMut {
+        let (pseudo, fields, _) = split_block(hdrs);
         let mut dst = BytesMut::with_capacity(1024);
-        e.encode(hdrs, &mut dst);
+        e.encode(pseudo, &fields, &mut dst);
         dst
     }
 

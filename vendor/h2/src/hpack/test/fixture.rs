@@ -99,7 +99,7 @@ fn test_story(story: Value) {
                 decoder.queue_size_update(size);
             }
 
-            let mut input: Vec<_> = case
+            let input: Vec<_> = case
                 .expect
                 .iter()
                 .map(|(name, value)| {
@@ -109,16 +109,17 @@ fn test_story(story: Value) {
                 })
                 .collect();
 
-            encoder.encode(input.clone(), &mut buf);
+            let (pseudo, fields, mut decoded) = crate::hpack::encoder::split_block(input);
+            encoder.encode(pseudo, &fields, &mut buf);
 
             decoder
                 .decode(&mut Cursor::new(&mut buf), |e| {
-                    assert_eq!(e, input.remove(0).reify().unwrap());
+                    assert_eq!(e, decoded.remove(0));
                     ControlFlow::Continue(())
                 })
                 .unwrap();
 
-            assert_eq!(0, input.len());
+            assert_eq!(0, decoded.len());
         }
     }
 }
