@@ -97,6 +97,10 @@ impl ConnectionStreams {
 
     /// Polls the streams that are ready; true when one of them finished.
     fn poll_streams(&mut self, context: &mut Context<'_>) -> bool {
+        // An HTTP/1 connection never has any: its polls skip the set's waker registration.
+        if self.running.is_empty() {
+            return false;
+        }
         let mut finished_any = false;
         while let Poll::Ready(Some(())) = self.running.poll_next_unpin(context) {
             finished_any = true;
@@ -107,20 +111,18 @@ impl ConnectionStreams {
 
 /// Runs `poll` with the executor collecting what it is given; returns that too.
 fn accepting<T>(poll: impl FnOnce() -> T) -> (T, Vec<H2Stream>) {
-    ACCEPTED.with_borrow_mut(|accepted| *accepted = Some(Vec::new()));
-    // Reset even if the poll unwinds, so a later spawn on this thread is not kept here.
-    struct Reset;
-    impl Drop for Reset {
+    // Reset if the poll unwinds, so a later spawn on this thread is not kept here.
+    struct ResetOnUnwind;
+    impl Drop for ResetOnUnwind {
         fn drop(&mut self) {
-            ACCEPTED.with_borrow_mut(|accepted| *accepted = None);
+            ACCEPTED.set(None);
         }
     }
-    let reset = Reset;
+    ACCEPTED.set(Some(Vec::new()));
+    let reset = ResetOnUnwind;
     let polled = poll();
-    let accepted = ACCEPTED
-        .with_borrow_mut(|accepted| accepted.take())
-        .unwrap_or_default();
-    drop(reset);
+    std::mem::forget(reset);
+    let accepted = ACCEPTED.replace(None).unwrap_or_default();
     (polled, accepted)
 }
 

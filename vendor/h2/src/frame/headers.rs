@@ -3,7 +3,7 @@ use crate::ext::Protocol;
 use crate::frame::{Error, Frame, Head, Kind};
 use crate::hpack::{self, BytesStr};
 
-use http::header;
+use http::header::{self, HeaderName};
 use http::{uri, HeaderMap, Method, Request, StatusCode, Uri};
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -103,6 +103,10 @@ struct HeaderBlock {
 struct EncodingHeaderBlock {
     hpack: BytesMut,
 }
+
+/// Connection-specific fields that `http` has no constant for (RFC 9113 section 8.2.2).
+pub(crate) const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+pub(crate) const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -912,11 +916,13 @@ impl HeaderBlock {
                     // Connection level header fields are not supported and must
                     // result in a protocol error.
 
+                    // edgecache: compared as `HeaderName`s, not as text (a case-insensitive
+                    // comparison of each field's name with each of the two strings).
                     if name == header::CONNECTION
                         || name == header::TRANSFER_ENCODING
                         || name == header::UPGRADE
-                        || name == "keep-alive"
-                        || name == "proxy-connection"
+                        || name == KEEP_ALIVE
+                        || name == PROXY_CONNECTION
                     {
                         tracing::trace!("load_hpack; connection level header");
                         malformed = true;
@@ -1027,7 +1033,7 @@ fn decoded_header_size(name: usize, value: usize) -> usize {
 mod test {
     use super::*;
     use crate::frame;
-    use http::header::{HeaderName, HeaderValue};
+    use http::header::HeaderValue;
     use crate::hpack::Encoder;
 
     #[test]

@@ -82,16 +82,13 @@ impl Send {
         // edgecache: one look at each name, where a `contains_key` per forbidden name and a
         // `get` for TE hashed and probed the map six times (about 800 instructions per
         // response); the names are compared as `HeaderName`s, not as text.
-        const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
-        const PROXY_CONNECTION: http::HeaderName =
-            http::HeaderName::from_static("proxy-connection");
         let mut has_te = false;
         for name in fields.keys() {
             if name == http::header::CONNECTION
                 || name == http::header::TRANSFER_ENCODING
                 || name == http::header::UPGRADE
-                || *name == KEEP_ALIVE
-                || *name == PROXY_CONNECTION
+                || *name == frame::KEEP_ALIVE
+                || *name == frame::PROXY_CONNECTION
             {
                 tracing::debug!("illegal connection-specific headers found");
                 return Err(UserError::MalformedHeaders);
