@@ -489,7 +489,11 @@ fn consume(buf: &mut Cursor<&mut BytesMut>) {
     // remove bytes from the internal BytesMut when they have been successfully
     // decoded. This is a more permanent cursor position, which will be
     // used to resume if decoding was only partial.
-    take(buf, 0);
+    // edgecache: advanced in place; `take(buf, 0)` split off a handle on the buffer only to
+    // drop it, two reference-count updates per field.
+    let pos = buf.position() as usize;
+    buf.get_mut().advance(pos);
+    buf.set_position(0);
 }
 
 // ===== impl Table =====
