@@ -4,15 +4,15 @@
 # max-age=3600) and `/dyn` (no-store); edgecache runs under callgrind on 19501 with one worker;
 # the counters are zeroed after a warm-up, a load tool runs for a fixed time, and the dump's
 # total is divided by the requests it completed. Rows: HTTP/1.1 hit and pass (`wrk -t1 -c4`),
-# h2c hit (`h2load -c4 -m10`), and the hit over TLS on a `,tls` listener (19502) for HTTP/1.1
-# and h2 (ALPN). A row's count includes the connection's share of TLS record work but no
+# h2c hit and pass (`h2load -c4 -m10`), and the hit over TLS on a `,tls` listener (19502) for
+# HTTP/1.1 and h2 (ALPN). A row's count includes the connection's share of TLS record work but no
 # handshakes (the tools keep their connections for the whole row).
 #
 # PORT_BASE=P moves the four ports (origin P, plain P+1, TLS P+2, admin P+3); unset, the first
 # base from 19500 up (in steps of 20) whose ports are free is taken, so two runs can share the
 # machine. A policy given with `-f` must point its backend at the origin port the script prints.
 #
-# ROWS="hit pass h2c tls h2tls" (the default) picks the rows to run; KEEP=DIR keeps each row's
+# ROWS="hit pass h2c h2pass tls h2tls" (the default) picks the rows to run; KEEP=DIR keeps each row's
 # callgrind dump there, for `callgrind_annotate --inclusive=yes DIR/ROW.callgrind`.
 #
 # With BANS=N, a last row repeats the HTTP/1.1 hit after N bans on `req.url` (which lookups
@@ -26,7 +26,7 @@ BIN=${1:-target/release/edgecache}
 shift || true
 [ "${1:-}" = "--" ] && shift
 BANS=${BANS:-0}
-ROWS=${ROWS:-hit pass h2c tls h2tls}
+ROWS=${ROWS:-hit pass h2c h2pass tls h2tls}
 for tool in valgrind callgrind_control wrk h2load openssl python3 curl; do
     command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk nghttp2-client openssl)" >&2; exit 1; }
 done
@@ -103,6 +103,7 @@ row() { [[ " $ROWS " == *" $1 "* ]]; }
 row hit && measure "/small HTTP/1.1 hit" h1 http://127.0.0.1:$PLAIN_PORT/small 10
 row pass && measure "/dyn HTTP/1.1 pass" h1 http://127.0.0.1:$PLAIN_PORT/dyn 10
 row h2c && measure "/small h2c hit" h2 http://127.0.0.1:$PLAIN_PORT/small 10
+row h2pass && measure "/dyn h2c pass" h2 http://127.0.0.1:$PLAIN_PORT/dyn 10
 row tls && measure "/small HTTP/1.1 TLS hit" h1 https://localhost:$TLS_PORT/small 10
 row h2tls && measure "/small h2 TLS hit" h2 https://localhost:$TLS_PORT/small 10
 if [ "$BANS" -gt 0 ]; then
