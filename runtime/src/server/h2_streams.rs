@@ -132,6 +132,7 @@ mod tests {
     use std::sync::Arc;
 
     use hyper::rt::Executor;
+    use tokio::sync::oneshot;
 
     use super::*;
 
@@ -151,31 +152,46 @@ mod tests {
         })
     }
 
-    fn counting(done: &Arc<AtomicUsize>) -> H2Stream {
+    fn counting(done: &Arc<AtomicUsize>, after: Option<oneshot::Receiver<()>>) -> H2Stream {
         let done = done.clone();
         Box::pin(async move {
-            tokio::task::yield_now().await;
+            if let Some(after) = after {
+                let _ = after.await;
+            }
             done.fetch_add(1, Ordering::SeqCst);
         })
     }
 
-    #[tokio::test]
-    async fn streams_run_in_the_connection_task_and_a_panic_ends_only_its_stream() {
+    /// Driven by hand with a waker that does nothing: whatever runs, runs inside these polls.
+    #[test]
+    fn streams_run_in_the_connection_task_and_a_panic_ends_only_its_stream() {
         let done = Arc::new(AtomicUsize::new(0));
+        let (wake, woken) = oneshot::channel();
         let panicking: H2Stream = Box::pin(async { panic!("a stream's bug") });
-        let streams = vec![counting(&done), panicking, counting(&done)];
+        let streams = vec![counting(&done, None), panicking, counting(&done, Some(woken))];
         let connection = connection(streams, done.clone(), 2);
-        tokio::pin!(connection);
+        let mut connection = std::pin::pin!(connection);
         let mut running = ConnectionStreams::default();
-        // No other task runs here: the streams can only make progress inside this poll.
-        std::future::poll_fn(|context| running.poll_connection(connection.as_mut(), context)).await;
+        let mut context = Context::from_waker(std::task::Waker::noop());
+
+        let first = running.poll_connection(connection.as_mut(), &mut context);
+        assert!(first.is_pending(), "one stream waits");
+        assert_eq!(
+            done.load(Ordering::SeqCst),
+            1,
+            "the ready stream ran in the first poll"
+        );
+
+        wake.send(()).expect("the waiting stream is there");
+        let second = running.poll_connection(connection.as_mut(), &mut context);
+        assert!(second.is_ready(), "the woken stream ran, then the connection");
         assert_eq!(done.load(Ordering::SeqCst), 2);
         assert!(running.running.is_empty());
     }
 
     #[tokio::test]
     async fn outside_a_connection_poll_the_executor_spawns() {
-        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let (sender, receiver) = oneshot::channel();
         InConnectionTask.execute(async move {
             let _ = sender.send(());
         });

@@ -1663,7 +1663,7 @@ impl proto::Peer for Peer {
         use http::{uri, Uri, Version};
 
         // edgecache: the request is built in place, not through `Request::builder()`, whose
-        // every call moves the whole request head (about 600 instructions per request).
+        // every call moves the whole request head (0.4k instructions per h2c request).
         let mut request = Request::new(());
         *request.version_mut() = Version::HTTP_2;
 

@@ -77,8 +77,8 @@ pub struct Pseudo {
     pub status: Option<StatusCode>,
 }
 
-#[derive(Debug)]
 /// A block's pseudo-header fields, in the order they are sent.
+#[derive(Debug)]
 struct PseudoIter {
     pseudo: Pseudo,
 }
