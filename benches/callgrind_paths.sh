@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Instructions per request on the hit and the pass path, counted by callgrind (repeatable on a
-# noisy machine, unlike seconds). A Python origin on 127.0.0.1:19500 serves `/small` (510 B,
-# max-age=3600) and `/dyn` (no-store); edgecache runs under callgrind on 19501 with one worker;
-# the counters are zeroed after a warm-up, a load tool runs for a fixed time, and the dump's
-# total is divided by the requests it completed. Rows: HTTP/1.1 hit and pass (`wrk -t1 -c4`),
-# h2c hit and pass (`h2load -c4 -m10`), and the hit over TLS on a `,tls` listener (19502) for
-# HTTP/1.1 and h2 (ALPN). A row's count includes the connection's share of TLS record work but no
-# handshakes (the tools keep their connections for the whole row).
+# noisy machine, unlike seconds). The Python origin `benches/bench_origin.py` on 127.0.0.1:19500
+# serves `/small` (510 B, max-age=3600) and `/dyn` (no-store); edgecache runs under callgrind on
+# 19501 with one worker; the counters are zeroed after a warm-up, a load tool runs for a fixed
+# time, and the dump's total is divided by the requests it completed. Rows: HTTP/1.1 hit and
+# pass (`wrk -t1 -c4`), h2c hit and pass (`h2load -c4 -m10`), and the hit over TLS on a `,tls`
+# listener (19502) for HTTP/1.1 and h2 (ALPN). A row's count includes the connection's share of
+# TLS record work but no handshakes (the tools keep their connections for the whole row).
 #
 # PORT_BASE=P moves the four ports (origin P, plain P+1, TLS P+2, admin P+3); unset, the first
 # base from 19500 up (in steps of 20) whose ports are free is taken, so two runs can share the
@@ -42,28 +42,9 @@ echo "origin on 127.0.0.1:$ORIGIN_PORT, edgecache on :$PLAIN_PORT (TLS :$TLS_POR
 ADMIN=(-T off)
 [ "$BANS" -gt 0 ] && ADMIN=(-T "127.0.0.1:$ADMIN_PORT")
 
-cat >"$RUN/origin.py" <<'EOF'
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-BODY = b"G" * 510
-class Origin(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # The head and the body go out in two writes: without TCP_NODELAY, Nagle holds the body
-    # until edgecache's delayed ACK (40 ms), and the pass row measured an idle proxy.
-    disable_nagle_algorithm = True
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.send_header("Cache-Control", "no-store" if self.path == "/dyn" else "max-age=3600")
-        self.end_headers()
-        self.wfile.write(BODY)
-    def log_message(self, *args):
-        pass
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Origin).serve_forever()
-EOF
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$RUN/key.pem" -out "$RUN/cert.pem" 2>/dev/null
-python3 "$RUN/origin.py" "$ORIGIN_PORT" & PIDS+=($!)
+python3 benches/bench_origin.py "$ORIGIN_PORT" & PIDS+=($!)
 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$RUN/cg.%p" \
     "$BIN" -a 127.0.0.1:$PLAIN_PORT -a 127.0.0.1:$TLS_PORT,tls --tls-cert "$RUN/cert.pem" \
     --tls-key "$RUN/key.pem" -b 127.0.0.1:$ORIGIN_PORT --threads 1 --no-watch "${ADMIN[@]}" "$@" \

@@ -360,7 +360,7 @@ struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     h2_rapid_reset_period: Option<Duration>,
     /// New HTTP/2 streams per second and connection before it gets GOAWAY; 0 = no cap.
-    /// Default 20000.
+    /// Default 100000.
     #[arg(long, value_name = "N")]
     h2_max_streams_per_second: Option<u32>,
     /// HTTP/2 streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).

@@ -45,13 +45,14 @@ const POLICY_LANG: &[(&str, &[&str])] = &[
 const RUNTIME: &[(&str, &[&str])] = &[
     ("telemetry", &[]),
     ("trace", &[]),
+    ("turn", &[]),
     ("config", &[]),
     ("demo", &[]),
     ("dns", &["config", "telemetry"]),
     ("logging", &["config", "telemetry"]),
     ("cache", &["config", "telemetry"]),
     ("plugin", &["config", "telemetry"]),
-    ("backend", &["dns", "config", "telemetry"]),
+    ("backend", &["dns", "config", "telemetry", "turn"]),
     ("policy", &["plugin", "backend", "dns", "config", "telemetry"]),
     ("version", &["policy", "backend", "plugin", "dns", "config", "telemetry"]),
     ("reload", &["version", "config", "telemetry"]),
@@ -59,7 +60,7 @@ const RUNTIME: &[(&str, &[&str])] = &[
     ("peers", &["dns", "config", "telemetry"]),
     ("admin", &["peers", "reload", "version", "cache", "dns", "config", "telemetry", "trace"]),
     ("proxy", &["peers", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
-    ("server", &["proxy", "admin", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace"]),
+    ("server", &["proxy", "admin", "reload", "version", "cache", "backend", "plugin", "dns", "logging", "config", "telemetry", "trace", "turn"]),
     // The fuzz target's entry point, like lib.rs a way into the whole crate.
     ("fuzzing", &[ANY]),
 ];

@@ -35,6 +35,7 @@ mod reload;
 mod server;
 pub mod telemetry;
 mod trace;
+mod turn;
 pub mod version;
 
 use std::net::SocketAddr;

@@ -377,7 +377,7 @@ impl Backend {
         };
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
-        let sent_at = std::time::Instant::now();
+        let sent_at = tokio::time::Instant::now();
         let exchange = async {
             match &inner.connections {
                 Connections::Pooled(pool) => pool.load_full().send(request).await,
@@ -389,7 +389,8 @@ impl Backend {
             }
         };
         // On failure `in_flight` is dropped on return; on success it moves into the body.
-        let outcome = tokio::time::timeout(budget, exchange).await;
+        // The deadline from `sent_at`: one clock read fewer per request than `timeout`.
+        let outcome = tokio::time::timeout_at(sent_at + budget, exchange).await;
         let response =
             self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_send(self, error))))?;
         let waited = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX);

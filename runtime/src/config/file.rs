@@ -60,7 +60,7 @@
 //! max_request_head = "32k"          # the whole request head (Varnish http_req_size)
 //! h2_rapid_reset_limit = 100        # origin fetches by reset streams per period; 0 = off
 //! h2_rapid_reset_period = "60s"
-//! h2_max_streams_per_second = 20000 # new HTTP/2 streams per connection; 0 = off
+//! h2_max_streams_per_second = 100000 # new HTTP/2 streams per connection; 0 = off
 //! h2_max_concurrent_streams = 100   # HTTP/2 streams open at once (Varnish h2_max_concurrent_streams)
 //! max_headers = 100                 # header fields per request (Varnish http_max_hdr)
 //! tls_dir = "certs"                # NAME.pem files (chain + key) for the ,tls listeners

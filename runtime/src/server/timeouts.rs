@@ -19,12 +19,15 @@
 //!
 //! Cost on the request path: one atomic load per read and write, two atomic updates per
 //! request, a lock per response, a clock read and two atomic updates per response body frame.
+//!
+//! The same socket makes its first write after each read wait one [`Turn`] behind the worker's
+//! other ready tasks (`crate::turn` says why).
 
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use http_body::{Body, Frame, SizeHint};
@@ -33,6 +36,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use crate::config::ClientTimeouts;
+use crate::turn::Turn;
 
 /// Why a connection is closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -335,15 +339,21 @@ impl<B: Body + Unpin> Body for Answering<B> {
 }
 
 /// A client socket (TCP, or TLS over it) that reports the bytes it reads to its connection's
-/// [`Activity`].
+/// [`Activity`], and whose first write after a read takes a [`Turn`] behind the worker's other
+/// ready tasks.
 pub(super) struct Watched<S> {
     stream: S,
     activity: Arc<Activity>,
+    turn: Turn,
 }
 
 impl<S> Watched<S> {
     pub(super) fn new(stream: S, activity: Arc<Activity>) -> Watched<S> {
-        Watched { stream, activity }
+        Watched {
+            stream,
+            activity,
+            turn: Turn::default(),
+        }
     }
 }
 
@@ -357,6 +367,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         if buf.filled().len() > before {
             self.activity.bytes_read();
+            self.turn.arm();
         }
         polled
     }
@@ -374,6 +385,7 @@ impl<S> Watched<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        ready!(self.turn.poll_take(cx));
         let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
         self.watch_write(polled)
     }
@@ -383,6 +395,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        ready!(self.turn.poll_take(cx));
         let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
         self.watch_write(polled)
     }
@@ -547,5 +560,41 @@ mod tests {
             activity.check(idle + TIMEOUTS.idle, TIMEOUTS),
             Check::Close(Expired::Idle(TIMEOUTS.idle))
         );
+    }
+
+    /// A response's first write waits for the tasks that were ready before it; the writes
+    /// after it, with no read in between, do not.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_first_write_after_a_read_takes_a_turn() {
+        use std::sync::atomic::AtomicBool;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (near, mut far) = tokio::io::duplex(64);
+        let mut socket = Watched::new(near, Activity::new());
+        far.write_all(b"request").await.unwrap();
+        socket.read_exact(&mut [0; 7]).await.unwrap();
+        let other_ran = Arc::new(AtomicBool::new(false));
+        let other = tokio::spawn({
+            let other_ran = other_ran.clone();
+            async move { other_ran.store(true, Ordering::SeqCst) }
+        });
+        socket.write_all(b"answer").await.unwrap();
+        assert!(
+            other_ran.load(Ordering::SeqCst),
+            "the answer was written before the ready task ran"
+        );
+        other.await.unwrap();
+
+        let mut polls = 0;
+        std::future::poll_fn(|cx| {
+            polls += 1;
+            Pin::new(&mut socket).poll_write(cx, b"more").map_ok(|_| ())
+        })
+        .await
+        .unwrap();
+        assert_eq!(polls, 1, "a write with no read before it took a turn");
+        let mut answer = [0; 10];
+        far.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"answermore");
     }
 }

@@ -10,17 +10,15 @@ use httpdate::HttpDate;
 // "Sun, 06 Nov 1994 08:49:37 GMT".len()
 pub(crate) const DATE_VALUE_LENGTH: usize = 29;
 
+/// Writes the current date, brought up to date first. (Upstream refreshed the cache on every
+/// connection poll, two clock reads per request, though most responses a proxy sends carry the
+/// origin's `Date`; edgecache refreshes it when a field is written.)
 #[cfg(feature = "http1")]
 pub(crate) fn extend(dst: &mut Vec<u8>) {
     CACHED.with(|cache| {
-        dst.extend_from_slice(cache.borrow().buffer());
-    });
-}
-
-#[cfg(feature = "http1")]
-pub(crate) fn update() {
-    CACHED.with(|cache| {
-        cache.borrow_mut().check();
+        let mut cache = cache.borrow_mut();
+        cache.check();
+        dst.extend_from_slice(cache.buffer());
     });
 }
 

@@ -151,8 +151,6 @@ where
         cx: &mut Context<'_>,
         should_shutdown: bool,
     ) -> Poll<crate::Result<Dispatched>> {
-        T::update_date();
-
         ready!(self.poll_loop(cx))?;
 
         if self.is_done() {
