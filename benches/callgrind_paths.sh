@@ -50,7 +50,7 @@ RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$RUN/cg.%p" \
     --tls-key "$RUN/key.pem" -b 127.0.0.1:$ORIGIN_PORT --threads 1 --no-watch "${ADMIN[@]}" "$@" \
     2>"$RUN/valgrind.log" & PIDS+=($!)
 EDGE=$!
-for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$PLAIN_PORT/small && break; sleep 0.2; done
+for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:$PLAIN_PORT/small && break; sleep 0.2; done
 
 load() {   # tool url seconds: prints the requests completed
     if [ "$1" = h2 ]; then

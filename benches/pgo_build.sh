@@ -14,8 +14,8 @@
 #   3. build the binary with that profile (`-Cprofile-use`): target/pgo/release/edgecache.
 #
 # Needs wrk, h2load (nghttp2-client), python3, openssl, curl, and the toolchain's llvm-profdata
-# (`rustup component add llvm-tools-preview`, done here if it is missing). Two release builds:
-# about 35 minutes on 2 cores from cold, less once the dependencies are built.
+# (`rustup component add llvm-tools-preview`, done here if it is missing). Two release builds,
+# about 20 minutes on 2 cores from cold, less once the dependencies are built.
 #
 #   benches/pgo_build.sh          # prints the binary's path when done
 set -euo pipefail
@@ -38,6 +38,9 @@ RUSTFLAGS="-Cprofile-generate=$PWD/target/pgo-generate/profiles" \
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$RUN/key.pem" -out "$RUN/cert.pem" 2>/dev/null
 python3 benches/bench_origin.py "$ORIGIN_PORT" & PIDS+=($!)
+# Load before the origin listens would train edgecache's error path.
+wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
+wait_for http://127.0.0.1:$ORIGIN_PORT/small
 sed "s/\.port = \"8080\"/.port = \"$ORIGIN_PORT\"/" examples/wordpress.vcl >"$RUN/wordpress.vcl"
 
 train() {   # extra edgecache flags: one instrumented run, its profile written when it exits
@@ -46,7 +49,7 @@ train() {   # extra edgecache flags: one instrumented run, its profile written w
         -a 127.0.0.1:$TLS_PORT,tls --tls-cert "$RUN/cert.pem" --tls-key "$RUN/key.pem" \
         -b 127.0.0.1:$ORIGIN_PORT --threads 1 --no-watch -T off "$@" &
     local edge=$!
-    for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$PLAIN_PORT/small && break; sleep 0.1; done
+    wait_for http://127.0.0.1:$PLAIN_PORT/small
     for path in /small /dyn; do
         wrk -t1 -c16 -d3s "http://127.0.0.1:$PLAIN_PORT$path" >/dev/null
         h2load -c10 -m10 -D3 "http://127.0.0.1:$PLAIN_PORT$path" >/dev/null
