@@ -347,6 +347,7 @@ fn build_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, Star
         None => tokio::runtime::Builder::new_multi_thread(),
     };
     builder.thread_stack_size(server::THREAD_STACK_SIZE);
+    builder.event_interval(server::TASK_POLLS_PER_EVENT_LOOK);
     builder.enable_all().build().map_err(StartError::Runtime)
 }
 

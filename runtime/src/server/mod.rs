@@ -44,7 +44,7 @@ use limits::{ConnectionCap, Occasional};
 use proxy_protocol::ProxyListener;
 use timeouts::{Activity, Answering, Watched};
 pub(crate) use tls::Terminator;
-pub(crate) use workers::THREAD_STACK_SIZE;
+pub(crate) use workers::{TASK_POLLS_PER_EVENT_LOOK, THREAD_STACK_SIZE};
 
 /// What the listeners enforce on client connections, from [`Config`]; every worker gets a
 /// copy, and they share the connection cap and the health state.
