@@ -31,7 +31,6 @@ for tool in valgrind callgrind_control wrk h2load openssl python3 curl; do
     command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install valgrind wrk nghttp2-client openssl)" >&2; exit 1; }
 done
 . benches/run_dir.sh callgrind
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if [ -z "${PORT_BASE:-}" ]; then
     PORT_BASE=19500
     until port_free "$PORT_BASE" && port_free $((PORT_BASE + 1)) && port_free $((PORT_BASE + 2)) \
@@ -50,7 +49,7 @@ RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$RUN/cg.%p" \
     --tls-key "$RUN/key.pem" -b 127.0.0.1:$ORIGIN_PORT --threads 1 --no-watch "${ADMIN[@]}" "$@" \
     2>"$RUN/valgrind.log" & PIDS+=($!)
 EDGE=$!
-for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:$PLAIN_PORT/small && break; sleep 0.2; done
+wait_for http://127.0.0.1:$PLAIN_PORT/small
 
 load() {   # tool url seconds: prints the requests completed
     if [ "$1" = h2 ]; then

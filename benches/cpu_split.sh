@@ -25,6 +25,9 @@ done
 [ -f "$PEERS/conf/haproxy.cfg" ] || { echo "peers.sh's configuration not found in $PEERS (set PEERS_DIR)" >&2; exit 1; }
 . benches/run_dir.sh cpu-split
 ORIGIN_PORT=19200 HAPROXY_PORT=19210 EDGE_PORT=19220
+for port in $ORIGIN_PORT $((ORIGIN_PORT + 1)) $HAPROXY_PORT $((HAPROXY_PORT + 1)) $EDGE_PORT; do
+    port_free $port || { echo "port $port is in use (another bench running?)" >&2; exit 1; }
+done
 chmod 755 "$RUN"   # nginx's workers run as another user
 mkdir -p "$RUN/origin/www" "$RUN/origin/tmp" "$RUN/haproxy"
 head -c 510 /dev/urandom >"$RUN/origin/www/small.gif"
@@ -39,10 +42,7 @@ HAPROXY=$!
 RUST_LOG=warn taskset -c 0 "$BIN" -a 127.0.0.1:$EDGE_PORT -b 127.0.0.1:$ORIGIN_PORT --threads 1 \
     -T off --no-watch & PIDS+=($!)
 EDGE=$!
-for port in $HAPROXY_PORT $EDGE_PORT; do
-    for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:$port/small.gif && break; sleep 0.1; done
-done
-curl -sf -o /dev/null http://127.0.0.1:$ORIGIN_PORT/small.gif || { echo "the origin does not serve /small.gif" >&2; exit 1; }
+for port in $ORIGIN_PORT $HAPROXY_PORT $EDGE_PORT; do wait_for http://127.0.0.1:$port/small.gif; done
 ORIGIN_WORKER=$(pgrep -f "nginx: worker process" -P "$(cat "$RUN/origin/nginx.pid")")
 
 ticks() {   # pid: user and system clock ticks of all its threads

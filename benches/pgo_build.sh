@@ -27,7 +27,7 @@ PROFDATA="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | awk '/^host:/ {prin
 [ -x "$PROFDATA" ] || rustup component add llvm-tools-preview
 . benches/run_dir.sh pgo
 PORT=19560
-while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do PORT=$((PORT + 20)); done
+until port_free $PORT && port_free $((PORT + 1)) && port_free $((PORT + 2)); do PORT=$((PORT + 20)); done
 ORIGIN_PORT=$PORT PLAIN_PORT=$((PORT + 1)) TLS_PORT=$((PORT + 2))
 
 # The flags name fixed paths, so a second run rebuilds only what changed; the training run
@@ -39,7 +39,6 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout "$RUN/key.pem" -out "$RUN/cert.pem" 2>/dev/null
 python3 benches/bench_origin.py "$ORIGIN_PORT" & PIDS+=($!)
 # Load before the origin listens would train edgecache's error path.
-wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
 wait_for http://127.0.0.1:$ORIGIN_PORT/small
 sed "s/\.port = \"8080\"/.port = \"$ORIGIN_PORT\"/" examples/wordpress.vcl >"$RUN/wordpress.vcl"
 
@@ -61,7 +60,7 @@ train() {   # extra edgecache flags: one instrumented run, its profile written w
 }
 train
 train -f "$RUN/wordpress.vcl"
-ls "$RUN"/profiles/*.profraw >/dev/null
+ls "$RUN"/profiles/*.profraw >/dev/null 2>&1 || { echo "the instrumented runs wrote no profile in $RUN/profiles" >&2; exit 1; }
 mkdir -p target/pgo
 "$PROFDATA" merge -o "$RUN/edgecache.profdata" "$RUN"/profiles
 # Named by its content: cargo does not look into a file the flags name, so a new profile must

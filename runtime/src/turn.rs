@@ -13,6 +13,7 @@
 //! "Session 16"): the load tool went to sleep 0.09 times per hit and 0.17 times per pass
 //! before, 0.03 and 0.05 after.
 
+use std::future::poll_fn;
 use std::task::{Context, Poll};
 
 /// One turn behind the tasks already ready, taken once per [`Turn::arm`].
@@ -21,12 +22,14 @@ pub(crate) struct Turn {
     armed: bool,
 }
 
-impl Turn {
-    /// A turn to take before going on.
-    pub(crate) fn armed() -> Turn {
-        Turn { armed: true }
-    }
+/// Takes one turn now: for a task that waits once, where [`Turn`] is for a socket that waits
+/// after each read.
+pub(crate) async fn take() {
+    let mut turn = Turn { armed: true };
+    poll_fn(|cx| turn.poll_take(cx)).await;
+}
 
+impl Turn {
     pub(crate) fn arm(&mut self) {
         self.armed = true;
     }
@@ -44,39 +47,66 @@ impl Turn {
     }
 }
 
+/// For tests: a task made ready before the code under test runs, and whether it has run.
+#[cfg(test)]
+pub(crate) struct ReadyTask {
+    ran: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[cfg(test)]
+impl ReadyTask {
+    pub(crate) fn spawn() -> ReadyTask {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let ran = std::sync::Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let ran = ran.clone();
+            async move { ran.store(true, Ordering::SeqCst) }
+        });
+        ReadyTask { ran, task }
+    }
+
+    pub(crate) fn has_run(&self) -> bool {
+        self.ran.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) async fn join(self) {
+        self.task.await.unwrap();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    use std::future::poll_fn;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
     /// An armed turn lets the tasks already ready run first, and is taken once.
     #[tokio::test(flavor = "current_thread")]
     async fn an_armed_turn_waits_for_the_ready_tasks_once() {
-        let other_ran = Arc::new(AtomicBool::new(false));
-        let other = tokio::spawn({
-            let other_ran = other_ran.clone();
-            async move { other_ran.store(true, Ordering::SeqCst) }
-        });
-        let mut turn = Turn::armed();
+        let other = ReadyTask::spawn();
+        let mut turn = Turn::default();
+        turn.arm();
         let mut polls = 0;
         poll_fn(|cx| {
             polls += 1;
             turn.poll_take(cx)
         })
         .await;
-        assert!(
-            other_ran.load(Ordering::SeqCst),
-            "the turn was over before the ready task ran"
-        );
+        assert!(other.has_run(), "the turn was over before the ready task ran");
         assert_eq!(polls, 2);
-        other.await.unwrap();
+        other.join().await;
 
         // Taken: it does not wait again until armed.
         assert!(poll_fn(|cx| Poll::Ready(turn.poll_take(cx))).await.is_ready());
         turn.arm();
         assert!(poll_fn(|cx| Poll::Ready(turn.poll_take(cx))).await.is_pending());
+    }
+
+    /// [`take`] lets the tasks already ready run before it returns.
+    #[tokio::test(flavor = "current_thread")]
+    async fn take_returns_after_the_ready_tasks() {
+        let other = ReadyTask::spawn();
+        take().await;
+        assert!(other.has_run(), "took the turn before the ready task ran");
+        other.join().await;
     }
 }

@@ -566,24 +566,19 @@ mod tests {
     /// after it, with no read in between, do not.
     #[tokio::test(flavor = "current_thread")]
     async fn the_first_write_after_a_read_takes_a_turn() {
-        use std::sync::atomic::AtomicBool;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
         let (near, mut far) = tokio::io::duplex(64);
         let mut socket = Watched::new(near, Activity::new());
         far.write_all(b"request").await.unwrap();
         socket.read_exact(&mut [0; 7]).await.unwrap();
-        let other_ran = Arc::new(AtomicBool::new(false));
-        let other = tokio::spawn({
-            let other_ran = other_ran.clone();
-            async move { other_ran.store(true, Ordering::SeqCst) }
-        });
+        let other = crate::turn::ReadyTask::spawn();
         socket.write_all(b"answer").await.unwrap();
         assert!(
-            other_ran.load(Ordering::SeqCst),
+            other.has_run(),
             "the answer was written before the ready task ran"
         );
-        other.await.unwrap();
+        other.join().await;
 
         let mut polls = 0;
         std::future::poll_fn(|cx| {

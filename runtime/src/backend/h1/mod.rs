@@ -37,7 +37,7 @@ pub use tunnel::Tunnel;
 use super::connector::OriginStream;
 use super::OutgoingBody;
 use crate::cache::body::BoxError;
-use crate::turn::Turn;
+use crate::turn;
 
 /// The room made in a connection's buffer for its first read.
 const READ_SIZE: usize = 8192;
@@ -220,8 +220,7 @@ pub(super) async fn exchange(
     let (bytes, framing) = head::encode_request(head, body.is_end_stream(), body.size_hint().exact());
     let mut sending = Sending::new(bytes, body, framing, &head.headers);
     // The origin gets the requests of the tasks woken together in one burst (`crate::turn`).
-    let mut turn = Turn::armed();
-    poll_fn(|cx| turn.poll_take(cx)).await;
+    turn::take().await;
     let informational = head.extensions.get::<OnInformational>();
     let mut answered = false;
     // Bytes arrived that no parse has looked at yet.
