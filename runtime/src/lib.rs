@@ -30,6 +30,7 @@ pub mod logging;
 mod peers;
 pub mod plugin;
 pub mod policy;
+pub(crate) mod poll_time;
 mod proxy;
 mod reload;
 mod server;

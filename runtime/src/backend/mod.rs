@@ -39,6 +39,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 
 use crate::cache::body::BoxError;
 use crate::config::BackendTimeouts;
+use crate::poll_time;
 use crate::telemetry::BackendStats;
 
 pub use addresses::Dns;
@@ -377,7 +378,7 @@ impl Backend {
         };
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
-        let sent_at = tokio::time::Instant::now();
+        let sent_at = poll_time::now();
         let exchange = async {
             match &inner.connections {
                 Connections::Pooled(pool) => pool.load_full().send(request).await,

@@ -24,6 +24,7 @@ use super::connector::OriginConnector;
 use super::h1::{self, Connection, Home, OriginBody};
 use super::OutgoingBody;
 use crate::cache::body::BoxError;
+use crate::poll_time;
 
 /// How long an origin connection may stay idle in the pool before it is closed.
 pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -111,7 +112,9 @@ impl Pool {
     fn checkout(&self) -> Option<Box<Connection>> {
         let mut state = self.shared.state.lock().expect("pool lock");
         while let Some(mut idle) = state.idle.pop() {
-            if idle.since.elapsed() < self.shared.idle_timeout && idle.connection.is_reusable() {
+            if poll_time::now().saturating_duration_since(idle.since) < self.shared.idle_timeout
+                && idle.connection.is_reusable()
+            {
                 return Some(idle.connection);
             }
         }
@@ -159,7 +162,7 @@ impl Home for Shared {
             let mut state = self.state.lock().expect("pool lock");
             state.idle.push(Idle {
                 connection,
-                since: Instant::now(),
+                since: poll_time::now(),
             });
             !std::mem::replace(&mut state.reaping, true)
         };

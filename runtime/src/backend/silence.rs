@@ -12,7 +12,9 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use http_body::{Body, Frame};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
+
+use crate::poll_time;
 
 /// The body sent nothing for [`Silence::limit`].
 #[derive(Debug)]
@@ -55,10 +57,12 @@ impl Silence {
         let timing = std::mem::replace(&mut self.timing, true);
         let timer = match &mut self.timer {
             // A new timer already runs from now.
-            None => self.timer.insert(Box::pin(tokio::time::sleep(self.limit))),
+            None => self
+                .timer
+                .insert(Box::pin(tokio::time::sleep_until(poll_time::now() + self.limit))),
             Some(timer) => {
                 if !timing {
-                    timer.as_mut().reset(Instant::now() + self.limit);
+                    timer.as_mut().reset(poll_time::now() + self.limit);
                 }
                 timer
             }

@@ -18,7 +18,7 @@ pub struct Clock {
 impl Clock {
     /// The current time as the cache sees it.
     pub fn now(&self) -> SystemTime {
-        SystemTime::now() + Duration::from_nanos(self.ahead.load(Ordering::Relaxed))
+        crate::poll_time::wall() + Duration::from_nanos(self.ahead.load(Ordering::Relaxed))
     }
 
     /// Moves the clock forward by `by`, as if that much time had passed: stored objects age,

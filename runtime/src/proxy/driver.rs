@@ -14,7 +14,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use policy_lang::{Action, Program, Sub};
-use tokio::time::Instant;
 
 use super::access_log::{self, AccessRecord};
 use super::client_side::{ClientConnection, ClientSide};
@@ -38,6 +37,7 @@ use crate::cache::rules::control::RequestDirectives;
 use crate::cache::rules::stale::{self, Reuse, StaleSituation};
 use crate::cache::state::CacheState;
 use crate::cache::store::variant_matches;
+use crate::poll_time;
 use crate::version::Version;
 
 /// How often a request goes back to the cache after a fetch it waited on failed or produced a
@@ -60,7 +60,9 @@ pub(crate) async fn handle(
     connection: Arc<ClientConnection>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let started = Instant::now();
+    // When the poll that read the head began; the end is read from the clock, as a hit starts
+    // and ends in one poll.
+    let started = poll_time::now();
     let client = connection.addresses.client;
     let method = request.method().clone();
     let uri = request.uri().clone();

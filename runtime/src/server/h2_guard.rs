@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::cache::body::ProxyBody;
 use crate::config::H2Limits;
+use crate::poll_time;
 use crate::proxy::{self, OriginFetches};
 
 /// Why a connection is being closed.
@@ -87,7 +88,7 @@ impl Bucket {
 
 impl ConnectionGuard {
     pub(super) fn new(limits: H2Limits, peer: SocketAddr) -> Arc<ConnectionGuard> {
-        let now = Instant::now();
+        let now = poll_time::now();
         Arc::new(ConnectionGuard {
             limits,
             peer,
@@ -113,7 +114,7 @@ impl ConnectionGuard {
             return Err(overrun);
         }
         let rate = self.limits.max_streams_per_second;
-        if rate > 0 && !budgets.streams.take(1.0, Instant::now()) {
+        if rate > 0 && !budgets.streams.take(1.0, poll_time::now()) {
             return Err(self.trip(&mut budgets, Overrun::StreamRate(rate)));
         }
         Ok(StreamTicket {
@@ -131,7 +132,7 @@ impl ConnectionGuard {
             ..
         } = self.limits;
         let mut budgets = self.budgets.lock();
-        if limit > 0 && !budgets.resets.take(f64::from(fetches), Instant::now()) {
+        if limit > 0 && !budgets.resets.take(f64::from(fetches), poll_time::now()) {
             self.trip(&mut budgets, Overrun::RapidResets { limit, period });
         }
     }

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::backend::ConnectionAddresses;
 use crate::config::{ClientTimeouts, Config, H2Limits, ListenSpec, RequestLimits, WorkerModel};
+use crate::poll_time;
 use crate::proxy::{self, ClientConnection, ListenerName, Shared};
 use first_line::FirstLine;
 use h2_guard::ConnectionGuard;
@@ -259,7 +260,7 @@ async fn accept_loop(
         let client = client.clone();
         let server = stream.local_addr().unwrap_or(address);
         let proxied = proxied.clone();
-        tokio::spawn(async move {
+        tokio::spawn(poll_time::per_poll(async move {
             // Before TLS and HTTP: the load balancer's header comes first on the wire.
             let (peer, server, proxied) = match proxied {
                 Some(proxied) => match proxied.accept(&mut stream, peer, server).await {
@@ -289,7 +290,7 @@ async fn accept_loop(
                 }
             }
             drop(slot);
-        });
+        }));
     }
 }
 

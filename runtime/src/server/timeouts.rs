@@ -36,6 +36,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use crate::config::ClientTimeouts;
+use crate::poll_time;
 use crate::turn::Turn;
 
 /// Why a connection is closed.
@@ -88,7 +89,7 @@ enum Check {
 impl Activity {
     pub(super) fn new() -> Arc<Activity> {
         Arc::new(Activity {
-            opened: Instant::now(),
+            opened: poll_time::now(),
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(0),
             head_started: AtomicU64::new(NO_BYTE),
@@ -111,7 +112,7 @@ impl Activity {
     fn bytes_read(&self) {
         if self.in_flight.load(Ordering::Acquire) == 0 && self.head_started.load(Ordering::Relaxed) == NO_BYTE
         {
-            let now = self.since_opened(Instant::now());
+            let now = self.since_opened(poll_time::now());
             let _ = self
                 .head_started
                 .compare_exchange(NO_BYTE, now, Ordering::AcqRel, Ordering::Relaxed);
@@ -133,7 +134,7 @@ impl Activity {
 
     fn send_progressed(&self) {
         self.send_waiting_since
-            .store(self.since_opened(Instant::now()), Ordering::Release);
+            .store(self.since_opened(poll_time::now()), Ordering::Release);
     }
 
     /// hyper took a response head or body frame to send: it waits on the client until hyper
@@ -159,7 +160,7 @@ impl Activity {
             // The end of a response that was still being written: keep-alive idleness starts now.
             if self.in_flight.load(Ordering::Acquire) == 0 {
                 self.idle_since
-                    .store(self.since_opened(Instant::now()), Ordering::Release);
+                    .store(self.since_opened(poll_time::now()), Ordering::Release);
             }
         }
     }
@@ -170,7 +171,7 @@ impl Activity {
 
     /// Returns the response's start, to hand back to [`Activity::response_ended`].
     fn response_started(&self) -> u64 {
-        let started = self.since_opened(Instant::now());
+        let started = self.since_opened(poll_time::now());
         self.responses.lock().push(started);
         started
     }
@@ -243,7 +244,7 @@ impl Activity {
 /// most once per the shortest timeout while requests are in flight.
 pub(super) async fn expired(activity: &Activity, timeouts: ClientTimeouts) -> Expired {
     loop {
-        match activity.check(Instant::now(), timeouts) {
+        match activity.check(poll_time::now(), timeouts) {
             Check::Close(expired) => return expired,
             Check::Wait(until) => tokio::time::sleep_until(until).await,
         }
@@ -267,7 +268,7 @@ impl Drop for InFlight {
         let activity = &self.0;
         activity
             .idle_since
-            .store(activity.since_opened(Instant::now()), Ordering::Release);
+            .store(activity.since_opened(poll_time::now()), Ordering::Release);
         activity.head_started.store(NO_BYTE, Ordering::Release);
         activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
