@@ -577,7 +577,7 @@ where
             }
             Some(PushPromise(frame)) => {
                 tracing::trace!(?frame, "recv PUSH_PROMISE");
-                match self.streams.recv_push_promise(frame)? {
+                match self.streams.recv_push_promise(*frame)? {
                     streams::RecvOutcome::Processed => (),
                     streams::RecvOutcome::Refused(id) => return Ok(ReceivedFrame::Refused(id)),
                 }

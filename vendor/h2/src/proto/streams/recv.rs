@@ -154,7 +154,7 @@ impl Recv {
     /// The caller ensures that the frame represents headers and not trailers.
     pub fn recv_headers(
         &mut self,
-        frame: frame::Headers,
+        frame: Box<frame::Headers>,
         stream: &mut store::Ptr,
         counts: &mut Counts,
     ) -> Result<(), RecvHeaderBlockError> {

@@ -389,7 +389,7 @@ impl<B> DynStreams<'_, B> {
     }
 
     /// Reports whether the connection must refuse the stream opened by the peer.
-    pub fn recv_headers(&mut self, frame: frame::Headers) -> Result<RecvOutcome, Error> {
+    pub fn recv_headers(&mut self, frame: Box<frame::Headers>) -> Result<RecvOutcome, Error> {
         let mut me = self.inner.lock().unwrap();
 
         me.recv_headers(self.peer, self.send_buffer, frame)
@@ -471,7 +471,7 @@ impl Inner {
         &mut self,
         peer: peer::Dyn,
         send_buffer: &SendBuffer<B>,
-        frame: frame::Headers,
+        frame: Box<frame::Headers>,
     ) -> Result<RecvOutcome, Error> {
         let id = frame.stream_id();
 
@@ -590,7 +590,7 @@ impl Inner {
                     return Err(Error::library_reset(stream.id, Reason::PROTOCOL_ERROR));
                 }
 
-                actions.recv.recv_trailers(frame, stream)
+                actions.recv.recv_trailers(*frame, stream)
             };
 
             actions.reset_on_recv_stream_err_deferred(send_buffer, stream, counts, res)
