@@ -4,7 +4,8 @@
 //! (the body timeout is the request body's own, see `backend::ClientBody`). `first_line` and
 //! hyper's buffer sizes bound a request head; `h2_guard` caps HTTP/2 streams and resets;
 //! `h2_streams` answers HTTP/2 streams in their connection's task and `h2_writes` joins their
-//! small writes; `health` answers the load balancer's health check.
+//! small writes; `short_writes` sends a short vectored write (an HTTP/1.1 response's head and
+//! body) as one buffer; `health` answers the load balancer's health check.
 
 mod first_line;
 mod h2_guard;
@@ -13,6 +14,7 @@ mod h2_writes;
 mod health;
 mod limits;
 mod proxy_protocol;
+mod short_writes;
 mod timeouts;
 mod tls;
 mod workers;
@@ -43,6 +45,7 @@ use h2_writes::H2Writes;
 pub(crate) use health::Health;
 use limits::{ConnectionCap, Occasional};
 use proxy_protocol::ProxyListener;
+use short_writes::ShortWrites;
 use timeouts::{Activity, Answering, Watched};
 pub(crate) use tls::Terminator;
 pub(crate) use workers::{TASK_POLLS_PER_EVENT_LOOK, THREAD_STACK_SIZE};
@@ -340,10 +343,10 @@ where
         }
     });
     let watched = Watched::new(stream, activity.clone());
-    let io = TokioIo::new(H2Writes::new(FirstLine::new(
+    let io = TokioIo::new(H2Writes::new(ShortWrites::new(FirstLine::new(
         watched,
         request_limits.max_header_size,
-    )));
+    ))));
     // With upgrades: a piped WebSocket's `101` hands the connection to `proxy::pipe`.
     // Boxed so it can be dropped before its streams are finished.
     let mut connection = Box::pin(builder.serve_connection_with_upgrades(io, service));
