@@ -5,8 +5,9 @@
 //! Why: a request asks the time in a dozen places (when its head started, its timeouts'
 //! deadlines, the cache's age and hit-for-pass checks, the pool's idle check, the origin's
 //! deadline), and each read is a vDSO call with a `rdtsc`, about 20 ns on this VM: 0.45 µs of a
-//! pass against HAProxy's 0.15 (docs/BENCHMARKS.md, "Session 17"). Within one poll the answers
-//! differ by the poll's own run time, microseconds, which no timeout or age can tell apart.
+//! pass against HAProxy's 0.15 (docs/BENCHMARKS.md, "Session 16"); read once per poll, a pass
+//! reads the clock 10 times instead of 20 ("Session 17"). Within one poll the answers differ by
+//! the poll's own run time, microseconds, which no timeout or age can tell apart.
 //!
 //! Outside [`per_poll`] (background fetches, probes, the admin API, tests) every call reads the
 //! clock. A duration that must be measured within one poll (a hit's own service time) reads the

@@ -3,10 +3,11 @@
 //! copies them into one buffer and writes that with a plain `send`.
 //!
 //! Why: `writev` goes through the kernel's file layer (the iovec copied in, the file checks and
-//! notifications of a write), `send` straight to the socket. On this VM that was 0.2-0.5 µs of
-//! system time per call, measured beside HAProxy, whose writes are one buffer each
-//! (docs/BENCHMARKS.md, "Session 17"); copying 1 KiB costs a few dozen nanoseconds. A longer
-//! write keeps its slices, as a copy would then cost more than the call saves.
+//! notifications of a write), `send` straight to the socket: in perf on this VM, 0.23 µs per
+//! HTTP/1.1 pass that HAProxy, whose writes are one buffer each, does not pay; with the copy the
+//! hit's system time fell by about 0.15 µs (docs/BENCHMARKS.md, "Session 17"). Copying 1 KiB
+//! costs a few dozen nanoseconds; a longer write keeps its slices, as a copy would then cost
+//! more than the call saves.
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
