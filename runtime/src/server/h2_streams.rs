@@ -23,6 +23,8 @@ use std::task::{Context, Poll};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 
+use crate::turn;
+
 /// A stream's future as hyper gave it, boxed (its type is hyper's own).
 type H2Stream = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -102,9 +104,11 @@ impl ConnectionStreams {
             return false;
         }
         let mut finished_any = false;
-        while let Poll::Ready(Some(())) = self.running.poll_next_unpin(context) {
-            finished_any = true;
-        }
+        turn::after_the_poll(|| {
+            while let Poll::Ready(Some(())) = self.running.poll_next_unpin(context) {
+                finished_any = true;
+            }
+        });
         finished_any
     }
 }
@@ -187,6 +191,30 @@ mod tests {
         assert!(second.is_ready(), "the woken stream ran, then the connection");
         assert_eq!(done.load(Ordering::SeqCst), 2);
         assert!(running.running.is_empty());
+    }
+
+    /// Every stream that takes a turn in one poll goes on in the next, not two per poll.
+    #[test]
+    fn the_streams_of_a_poll_take_their_turns_together() {
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut running = ConnectionStreams::default();
+        for _ in 0..10 {
+            let done = done.clone();
+            running.running.push(Box::pin(async move {
+                turn::take().await;
+                done.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+            }) as H2Stream);
+        }
+        let mut context = Context::from_waker(std::task::Waker::noop());
+        running.poll_streams(&mut context);
+        assert_eq!(done.load(Ordering::SeqCst), 0, "every stream took its turn");
+        running.poll_streams(&mut context);
+        assert_eq!(
+            done.load(Ordering::SeqCst),
+            10,
+            "and all went on in the next poll"
+        );
     }
 
     #[tokio::test]
