@@ -28,12 +28,15 @@ mod silence;
 mod timed_body;
 mod tls;
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
+use futures_util::future::Either;
+use futures_util::FutureExt;
 use http::{HeaderValue, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 
@@ -348,10 +351,14 @@ impl Backend {
     /// `Down` error, "max_connections (N) reached", counted in `refused`, not in `failures`)
     /// without contacting the origin. It does not look at health: choosing a healthy backend is
     /// the caller's job.
-    pub async fn send(
+    ///
+    /// A function that returns the future rather than an `async fn`: an `async fn` keeps its
+    /// arguments in its future for the whole exchange, and this future is inside every fetch's,
+    /// which is moved into its box per request (`proxy::driver`).
+    pub fn send(
         &self,
         mut request: Request<OutgoingBody>,
-    ) -> Result<Response<TimedBody>, BackendError> {
+    ) -> impl Future<Output = Result<Response<TimedBody>, BackendError>> + Send + '_ {
         let path_and_query = request
             .uri()
             .path_and_query()
@@ -373,31 +380,35 @@ impl Backend {
             Err(max) => {
                 inner.stats.refused.fetch_add(1, Ordering::Relaxed);
                 let detail = format!("max_connections ({max}) reached");
-                return Err(BackendError::new(self, Stage::Connect, FailureKind::Down, detail));
+                let refused = BackendError::new(self, Stage::Connect, FailureKind::Down, detail);
+                return Either::Left(std::future::ready(Err(refused)));
             }
         };
         let budget = inner.options.timeouts.connect + inner.options.timeouts.first_byte;
         inner.stats.fetches.fetch_add(1, Ordering::Relaxed);
         let sent_at = poll_time::now();
-        let exchange = async {
-            match &inner.connections {
-                Connections::Pooled(pool) => pool.load_full().send(request).await,
-                Connections::OnePerRequest { proxy_header } => {
-                    let header = proxy_header::encode(*proxy_header, request.extensions().get());
-                    let connector = inner.connector.with_proxy_header(header);
-                    pool::send_once(&connector, &inner.target, request).await
-                }
+        let exchange = match &inner.connections {
+            Connections::Pooled(pool) => Either::Left(pool.load_full().send(request)),
+            Connections::OnePerRequest { proxy_header } => {
+                let header = proxy_header::encode(*proxy_header, request.extensions().get());
+                let connector = inner.connector.with_proxy_header(header);
+                let target = inner.target.clone();
+                Either::Right(Box::pin(async move {
+                    pool::send_once(&connector, &target, request).await
+                }))
             }
         };
         // On failure `in_flight` is dropped on return; on success it moves into the body.
         // The deadline from `sent_at`: one clock read fewer per request than `timeout`.
-        let outcome = tokio::time::timeout_at(sent_at + budget, exchange).await;
-        let response =
-            self.answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_send(self, error))))?;
-        let waited = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX);
-        inner.stats.first_byte_micros.fetch_add(waited, Ordering::Relaxed);
-        let between_bytes = inner.options.timeouts.between_bytes;
-        Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
+        let answered = tokio::time::timeout_at(sent_at + budget, exchange).map(move |outcome| {
+            let response = self
+                .answered(outcome.map(|sent| sent.map_err(|error| BackendError::from_send(self, error))))?;
+            let waited = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            inner.stats.first_byte_micros.fetch_add(waited, Ordering::Relaxed);
+            let between_bytes = inner.options.timeouts.between_bytes;
+            Ok(response.map(|body| TimedBody::new(body, between_bytes, inner.name.clone(), in_flight)))
+        });
+        Either::Right(answered)
     }
 }
 

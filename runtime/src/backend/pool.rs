@@ -11,6 +11,7 @@
 //! cannot repeat an effect: its method is idempotent and it has no body, as nginx and Go's
 //! client retry.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -86,26 +87,29 @@ impl Pool {
 
     /// Sends `request` (origin-form URI, `Host` set) on an idle connection or a new one; the
     /// connection comes back to the pool at the end of the response body.
-    pub(super) async fn send(
-        &self,
+    /// Split before the future is made, so that it holds the head once (see `Backend::send`).
+    pub(super) fn send(
+        self: Arc<Self>,
         request: Request<OutgoingBody>,
-    ) -> Result<Response<OriginBody>, SendError> {
+    ) -> impl Future<Output = Result<Response<OriginBody>, SendError>> + Send + 'static {
         let (head, mut body) = request.into_parts();
-        let home = Arc::downgrade(&self.shared) as Weak<dyn Home>;
-        if let Some(connection) = self.checkout() {
-            let replayable = body.is_end_stream() && head.method.is_idempotent();
-            match h1::exchange(connection, &head, body).await {
-                Ok(answered) => return Ok(answered.into_response(Some(home))),
-                Err(failed) if failed.unanswered && replayable => {
-                    body = Empty::new().map_err(|never| match never {}).boxed_unsync();
+        async move {
+            let home = Arc::downgrade(&self.shared) as Weak<dyn Home>;
+            if let Some(connection) = self.checkout() {
+                let replayable = body.is_end_stream() && head.method.is_idempotent();
+                match h1::exchange(connection, &head, body).await {
+                    Ok(answered) => return Ok(answered.into_response(Some(home))),
+                    Err(failed) if failed.unanswered && replayable => {
+                        body = Empty::new().map_err(|never| match never {}).boxed_unsync();
+                    }
+                    Err(failed) => return Err(SendError::Exchange(failed.error)),
                 }
-                Err(failed) => return Err(SendError::Exchange(failed.error)),
             }
+            let connection = open(&self.shared.connector, &self.shared.target).await?;
+            let answered = h1::exchange(connection, &head, body).await;
+            let answered = answered.map_err(|failed| SendError::Exchange(failed.error))?;
+            Ok(answered.into_response(Some(home)))
         }
-        let connection = open(&self.shared.connector, &self.shared.target).await?;
-        let answered = h1::exchange(connection, &head, body).await;
-        let answered = answered.map_err(|failed| SendError::Exchange(failed.error))?;
-        Ok(answered.into_response(Some(home)))
     }
 
     /// The most recently used idle connection that looks open and has not expired.

@@ -4,6 +4,8 @@
 //! Varnish's `max_retries`), and the failure page `vcl_backend_error` makes when the fetch fails
 //! for good.
 
+use std::future::Future;
+
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use policy_lang::{Action, BackendId, Program, Sub, Task};
@@ -159,94 +161,99 @@ impl<'v> Attempts<'v> {
     ///
     /// Both count towards [`MAX_RETRIES`]. A sick backend is not contacted. `backend` ends as
     /// the one that answered (or failed last).
-    pub(super) async fn send(
-        &mut self,
-        backend: &mut Backend,
+    ///
+    /// Not an `async fn`, which would hold `bereq` twice (its argument and its local) in a
+    /// future that is inside every fetch's (see `Backend::send`).
+    pub(super) fn send<'s>(
+        &'s mut self,
+        backend: &'s mut Backend,
         mut bereq: Request<OutgoingBody>,
-    ) -> Result<Response<TimedBody>, FetchFailure> {
+    ) -> impl Future<Output = Result<Response<TimedBody>, FetchFailure>> + Send + use<'s, 'v> {
         let version = self.version;
         let from_director = self
             .hint
             .is_some_and(|hint| version.policy.as_ref().is_some_and(|p| p.is_director(hint)));
         let on_error = version.policy_defining(Sub::BackendError);
-        loop {
-            let error = if backend.healthy() {
+        async move {
+            loop {
+                let error = if backend.healthy() {
+                    if let Some(trace) = &self.trace {
+                        trace.log(
+                            Side::Backend,
+                            "BackendOpen",
+                            format!("{} {}", backend.name(), backend.address()),
+                        );
+                        trace.timestamp(Side::Backend, "Bereq");
+                    }
+                    match backend.send(bereq).await {
+                        Ok(response) => {
+                            if let Some(trace) = &self.trace {
+                                let status = response.status();
+                                trace.log(Side::Backend, "BerespStatus", status.as_str());
+                                trace.log(
+                                    Side::Backend,
+                                    "BerespReason",
+                                    status.canonical_reason().unwrap_or(""),
+                                );
+                                trace.timestamp(Side::Backend, "Beresp");
+                            }
+                            return Ok(response);
+                        }
+                        Err(error) => error,
+                    }
+                } else {
+                    // As Varnish: a backend its probe calls sick is not contacted; the fetch fails
+                    // at once (503, or the stale object in grace).
+                    let last_failure = backend.health().and_then(|report| report.last_failure);
+                    let why = match backend.admin_health() {
+                        crate::backend::AdminHealth::Sick => {
+                            "sick: set so by backend.set_health (auto returns it to its probe)".to_string()
+                        }
+                        _ => format!(
+                            "sick: its health probe is failing (last probe: {})",
+                            last_failure.as_deref().unwrap_or("none failed yet")
+                        ),
+                    };
+                    BackendError::new(backend, Stage::Connect, FailureKind::Down, why)
+                };
                 if let Some(trace) = &self.trace {
                     trace.log(
                         Side::Backend,
-                        "BackendOpen",
-                        format!("{} {}", backend.name(), backend.address()),
+                        "FetchError",
+                        format!("{}: {error}", backend.name()),
                     );
-                    trace.timestamp(Side::Backend, "Bereq");
+                    trace.timestamp(Side::Backend, "Error");
                 }
-                match backend.send(bereq).await {
-                    Ok(response) => {
-                        if let Some(trace) = &self.trace {
-                            let status = response.status();
-                            trace.log(Side::Backend, "BerespStatus", status.as_str());
-                            trace.log(
-                                Side::Backend,
-                                "BerespReason",
-                                status.canonical_reason().unwrap_or(""),
-                            );
-                            trace.timestamp(Side::Backend, "Beresp");
+                if !self.repeatable || self.retries >= MAX_RETRIES {
+                    return Err(self.fail(error));
+                }
+                let unreached = from_director && !self.rerouted && error.stage == Stage::Connect;
+                let other = unreached
+                    .then(|| version.pick_other(self.hint, version.backend_id(backend)))
+                    .flatten();
+                bereq = match (other, on_error) {
+                    (Some(other), _) => {
+                        tracing::warn!(retry_on = other.name(), "{error}; retrying on another member");
+                        self.rerouted = true;
+                        self.retries += 1;
+                        *backend = other.clone();
+                        Request::from_parts(self.head.clone(), empty_body())
+                    }
+                    (None, Some(program)) => {
+                        let (action, page) = self.vcl_backend_error(program, &error);
+                        if action != Action::Retry {
+                            return Err(FetchFailure {
+                                error,
+                                xid: self.xid,
+                                page: Some(Box::new(page)),
+                            });
                         }
-                        return Ok(response);
+                        tracing::warn!(retries = self.retries, "{error}; vcl_backend_error: retry");
+                        self.again(backend)
                     }
-                    Err(error) => error,
-                }
-            } else {
-                // As Varnish: a backend its probe calls sick is not contacted; the fetch fails
-                // at once (503, or the stale object in grace).
-                let last_failure = backend.health().and_then(|report| report.last_failure);
-                let why = match backend.admin_health() {
-                    crate::backend::AdminHealth::Sick => {
-                        "sick: set so by backend.set_health (auto returns it to its probe)".to_string()
-                    }
-                    _ => format!(
-                        "sick: its health probe is failing (last probe: {})",
-                        last_failure.as_deref().unwrap_or("none failed yet")
-                    ),
+                    (None, None) => return Err(self.fail(error)),
                 };
-                BackendError::new(backend, Stage::Connect, FailureKind::Down, why)
-            };
-            if let Some(trace) = &self.trace {
-                trace.log(
-                    Side::Backend,
-                    "FetchError",
-                    format!("{}: {error}", backend.name()),
-                );
-                trace.timestamp(Side::Backend, "Error");
             }
-            if !self.repeatable || self.retries >= MAX_RETRIES {
-                return Err(self.fail(error));
-            }
-            let unreached = from_director && !self.rerouted && error.stage == Stage::Connect;
-            let other = unreached
-                .then(|| version.pick_other(self.hint, version.backend_id(backend)))
-                .flatten();
-            bereq = match (other, on_error) {
-                (Some(other), _) => {
-                    tracing::warn!(retry_on = other.name(), "{error}; retrying on another member");
-                    self.rerouted = true;
-                    self.retries += 1;
-                    *backend = other.clone();
-                    Request::from_parts(self.head.clone(), empty_body())
-                }
-                (None, Some(program)) => {
-                    let (action, page) = self.vcl_backend_error(program, &error);
-                    if action != Action::Retry {
-                        return Err(FetchFailure {
-                            error,
-                            xid: self.xid,
-                            page: Some(Box::new(page)),
-                        });
-                    }
-                    tracing::warn!(retries = self.retries, "{error}; vcl_backend_error: retry");
-                    self.again(backend)
-                }
-                (None, None) => return Err(self.fail(error)),
-            };
         }
     }
 

@@ -5,6 +5,7 @@
 //! one, the compiled program decides at each step (`vcl_route`) and Varnish's builtin VCL runs
 //! wherever the user's subs fall through.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -55,11 +56,15 @@ const MAX_RESTARTS: u32 = 4;
 /// future, and a pass or a miss pays for its own; so does a policy's request, whose session
 /// makes the policy path the largest. A future under 4 KiB is also copied by a
 /// vector loop rather than `rep movsb`, which callgrind counts per byte.
-pub(crate) async fn handle(
+///
+/// What can be done before the first await is done before the future is made: an `async fn`
+/// keeps its arguments for its whole life, beside what it makes of them (the request as it
+/// came, its parts, the request rebuilt), so the future would carry the request three times.
+pub(crate) fn handle(
     shared: Arc<Shared>,
     connection: Arc<ClientConnection>,
     request: Request<Incoming>,
-) -> Response<ProxyBody> {
+) -> impl Future<Output = Response<ProxyBody>> + Send {
     // When the poll that read the head began; the end is read from the clock, as a hit starts
     // and ends in one poll.
     let started = poll_time::now();
@@ -88,45 +93,47 @@ pub(crate) async fn handle(
                 .err()
                 .map(|refused| (refused.status(), refused.to_string()))
         });
-    let (response, cache) = match (refused, &version.policy) {
-        (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
-        (None, Some(program)) => {
-            Box::pin(vcl_route(&shared, &version, program, client, request, xid, true)).await
+    async move {
+        let (response, cache) = match (refused, &version.policy) {
+            (Some((status, problem)), _) => (synth::plain(status, &problem), CacheState::Synth),
+            (None, Some(program)) => {
+                Box::pin(vcl_route(&shared, &version, program, client, request, xid, true)).await
+            }
+            (None, None) => route(&shared, &version, client, request).await,
+        };
+        let mut response = commit::started(response).await;
+        shared.strip_surrogate_keys(response.headers_mut());
+        if version.policy.is_none() {
+            response.headers_mut().insert(
+                &shared.cache_status_header,
+                HeaderValue::from_static(cache.as_str()),
+            );
         }
-        (None, None) => route(&shared, &version, client, request).await,
-    };
-    let mut response = commit::started(response).await;
-    shared.strip_surrogate_keys(response.headers_mut());
-    if version.policy.is_none() {
-        response.headers_mut().insert(
-            &shared.cache_status_header,
-            HeaderValue::from_static(cache.as_str()),
-        );
+        cache.count(&shared.stats);
+        if cache == CacheState::Miss {
+            shared.stats.missed_urls.record(&logged.host_and_path(&uri));
+        }
+        let elapsed = started.elapsed();
+        shared.latency.observe_request(elapsed.as_secs_f64());
+        if let Some(trace) = &trace {
+            trace::request_ended(trace, &response);
+        }
+        access_log::record(AccessRecord {
+            method: &method,
+            uri: &uri,
+            status: response.status(),
+            cache,
+            bytes: http_body::Body::size_hint(response.body()).exact(),
+            duration: elapsed,
+            backend: (cache != CacheState::Hit && cache != CacheState::Synth)
+                .then(|| version.default_backend().name()),
+            client: client.ip(),
+            tls,
+            xid,
+            request: &logged,
+        });
+        response
     }
-    cache.count(&shared.stats);
-    if cache == CacheState::Miss {
-        shared.stats.missed_urls.record(&logged.host_and_path(&uri));
-    }
-    let elapsed = started.elapsed();
-    shared.latency.observe_request(elapsed.as_secs_f64());
-    if let Some(trace) = &trace {
-        trace::request_ended(trace, &response);
-    }
-    access_log::record(AccessRecord {
-        method: &method,
-        uri: &uri,
-        status: response.status(),
-        cache,
-        bytes: http_body::Body::size_hint(response.body()).exact(),
-        duration: elapsed,
-        backend: (cache != CacheState::Hit && cache != CacheState::Synth)
-            .then(|| version.default_backend().name()),
-        client: client.ip(),
-        tls,
-        xid,
-        request: &logged,
-    });
-    response
 }
 
 /// Why the request is refused (400) before the policy, the cache or the origin see it: its
@@ -193,40 +200,42 @@ fn streamed(body: Incoming, silence: std::time::Duration) -> OutgoingBody {
 
 // === the builtin behaviour, natively ===
 
-async fn route(
-    shared: &Arc<Shared>,
-    version: &Arc<Version>,
+/// The request split before the future is made, which then holds its head once (see [`handle`]).
+fn route<'a>(
+    shared: &'a Arc<Shared>,
+    version: &'a Arc<Version>,
     client: SocketAddr,
     request: Request<Incoming>,
-) -> (Response<ProxyBody>, CacheState) {
-    let (parts, body) = request.into_parts();
-    let route = Route::pick(shared, version, client, None);
-    if parts.method.as_str() == "PURGE" {
-        return (purge(shared, client, &parts), CacheState::Synth);
-    }
-    let mut parts = parts;
-    match builtin::vcl_recv(&mut parts, shared.lookups) {
-        Action::Lookup => {}
-        Action::Pipe => {
-            let bereq = bereq::pipe(&parts, client.ip());
-            let body = streamed(body, shared.body_timeout);
-            return Box::pin(piped(route, &mut parts, bereq, body)).await;
+) -> impl Future<Output = (Response<ProxyBody>, CacheState)> + Send + 'a {
+    let (mut parts, body) = request.into_parts();
+    async move {
+        let route = Route::pick(shared, version, client, None);
+        if parts.method.as_str() == "PURGE" {
+            return (purge(shared, client, &parts), CacheState::Synth);
         }
-        Action::Synth { status, reason } => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-            return (synth::plain(status, &reason), CacheState::Synth);
+        match builtin::vcl_recv(&mut parts, shared.lookups) {
+            Action::Lookup => {}
+            Action::Pipe => {
+                let bereq = bereq::pipe(&parts, client.ip());
+                let body = streamed(body, shared.body_timeout);
+                return Box::pin(piped(route, &mut parts, bereq, body)).await;
+            }
+            Action::Synth { status, reason } => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+                return (synth::plain(status, &reason), CacheState::Synth);
+            }
+            Action::Pass => {
+                let body = streamed(body, shared.body_timeout);
+                return (builtin_pass(route, &parts, body).await, CacheState::Pass);
+            }
+            other => unreachable!("the builtin vcl_recv returned {}", other.name()),
         }
-        Action::Pass => {
-            let body = streamed(body, shared.body_timeout);
-            return (builtin_pass(route, &parts, body).await, CacheState::Pass);
+        wash_accept_encoding(&mut parts.headers);
+        let key = builtin::vcl_hash(&parts);
+        match lookup(route, &parts, key, &mut Builtin::default()).await {
+            Ok(served) => served,
+            Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
         }
-        other => unreachable!("the builtin vcl_recv returned {}", other.name()),
-    }
-    wash_accept_encoding(&mut parts.headers);
-    let key = builtin::vcl_hash(&parts);
-    match lookup(route, &parts, key, &mut Builtin::default()).await {
-        Ok(served) => served,
-        Err(action) => unreachable!("the builtin hooks divert nothing, yet got {}", action.name()),
     }
 }
 
@@ -397,7 +406,9 @@ async fn lookup(
             };
             return Ok(fetched);
         }
-        match shared.cache.coalescer.join(&key) {
+        // The waiter is taken out of the join before its wait, and the wait is boxed: a hit's
+        // future (this one is inside it) then carries neither.
+        let waiter = match shared.cache.coalescer.join(&key) {
             Join::Leader(leader) => {
                 // A fetch that ended between the store lookup above and this join has stored
                 // its object by now (a fill stores before it lets go of the key): look again
@@ -412,33 +423,33 @@ async fn lookup(
                 let parts = request.clone();
                 return Ok(Box::pin(fetch::miss(route, parts, key, Some(leader), stored)).await);
             }
-            Join::Waiter(waiter) => match waiter.outcome(shared.coalesce_wait, &shared.stats).await {
-                FetchOutcome::Streaming { head, rule, body } => {
-                    // No reader: the body grew too large to store and its start is gone;
-                    // looking again finds the key hit-for-pass.
-                    let reader = variant_matches(&rule, &request.headers, head.variant())
-                        .then(|| body.reader())
-                        .flatten();
-                    if let Some(reader) = reader {
-                        if let Some(trace) = traced {
-                            trace.log(
-                                Side::Client,
-                                "Hit",
-                                "streaming: joined the fetch in flight for the key",
-                            );
-                        }
-                        let now = shared.cache.clock.now();
-                        let response =
-                            respond::from_head(&head, reader, &request.method, &request.headers, now);
-                        return Ok((response, CacheState::Hit));
+            Join::Waiter(waiter) => waiter,
+        };
+        match Box::pin(waiter.outcome(shared.coalesce_wait, &shared.stats)).await {
+            FetchOutcome::Streaming { head, rule, body } => {
+                // No reader: the body grew too large to store and its start is gone;
+                // looking again finds the key hit-for-pass.
+                let reader = variant_matches(&rule, &request.headers, head.variant())
+                    .then(|| body.reader())
+                    .flatten();
+                if let Some(reader) = reader {
+                    if let Some(trace) = traced {
+                        trace.log(
+                            Side::Client,
+                            "Hit",
+                            "streaming: joined the fetch in flight for the key",
+                        );
                     }
+                    let now = shared.cache.clock.now();
+                    let response = respond::from_head(&head, reader, &request.method, &request.headers, now);
+                    return Ok((response, CacheState::Hit));
                 }
-                FetchOutcome::Uncacheable => {
-                    let response = Box::pin(relay::pass(route, request, bereq::empty_body())).await;
-                    return Ok((response, CacheState::Pass));
-                }
-                FetchOutcome::Failed => {}
-            },
+            }
+            FetchOutcome::Uncacheable => {
+                let response = Box::pin(relay::pass(route, request, bereq::empty_body())).await;
+                return Ok((response, CacheState::Pass));
+            }
+            FetchOutcome::Failed => {}
         }
     }
     let stored = shared.cache.store.lookup(&key, &request.headers);

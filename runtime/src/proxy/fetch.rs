@@ -204,24 +204,53 @@ pub(super) async fn hit_for_pass(
                 CacheState::Pass,
             );
         }
-        let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
-        task.fill.keep_hit_for_pass_mark();
-        task.backend = backend;
-        // Boxed: judging and storing is the rare way out of a hit-for-pass, and its future
-        // inline would make every pass's future (moved into its box above) that much larger.
-        match Box::pin(task.settle(response, request_time, &mut attempts)).await {
-            Settled::Retry => match attempts.retry(&mut task.backend) {
-                Ok(next) => {
-                    bereq = next;
-                    backend = task.backend;
-                }
-                Err(failed) => return (failure(failed, shared.show_backend_errors), CacheState::Miss),
-            },
-            Settled::Done(delivery) => return answer(shared, delivery, None, request),
-            Settled::Filling(delivery, filling) => {
-                tokio::spawn(task.fill_from(filling));
-                return answer(shared, delivery, None, request);
+        // Boxed: judging and storing is the rare way out of a hit-for-pass (and the task is
+        // kilobytes), and inline it would make every pass's future, moved into its box per
+        // request, that much larger.
+        let judged = judge_hit_for_pass(
+            route,
+            request,
+            &key,
+            backend,
+            response,
+            request_time,
+            &mut attempts,
+        );
+        match Box::pin(judged).await {
+            Ok(answered) => return answered,
+            Err((next, next_backend)) => {
+                bereq = next;
+                backend = next_backend;
             }
+        }
+    }
+}
+
+/// The rest of [`hit_for_pass`] for a response that may be stored, or any with a policy: judged
+/// and stored as a miss's, keeping the key's mark; or the request to send again (and where)
+/// when `vcl_backend_response` retries.
+async fn judge_hit_for_pass(
+    route: Route<'_>,
+    request: &Parts,
+    key: &CacheKey,
+    backend: Backend,
+    response: Response<TimedBody>,
+    request_time: SystemTime,
+    attempts: &mut Attempts<'_>,
+) -> Result<(Response<ProxyBody>, CacheState), (Request<OutgoingBody>, Backend)> {
+    let shared = route.shared;
+    let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
+    task.fill.keep_hit_for_pass_mark();
+    task.backend = backend;
+    match task.settle(response, request_time, attempts).await {
+        Settled::Retry => match attempts.retry(&mut task.backend) {
+            Ok(next) => Err((next, task.backend)),
+            Err(failed) => Ok((failure(failed, shared.show_backend_errors), CacheState::Miss)),
+        },
+        Settled::Done(delivery) => Ok(answer(shared, delivery, None, request)),
+        Settled::Filling(delivery, filling) => {
+            tokio::spawn(task.fill_from(filling));
+            Ok(answer(shared, delivery, None, request))
         }
     }
 }

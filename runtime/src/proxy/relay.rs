@@ -122,9 +122,10 @@ pub(super) async fn passed(
         parts.method == Method::HEAD,
         shared.targeted_to_strip(),
     );
+    // Boxed: a body plugin's rewrite is a kilobyte and a half of future, which every pass's
+    // future would carry inline.
     Passed::Relay(match body_plugins {
-        Some(plugins) => plugins
-            .rewrite(version, relayed)
+        Some(plugins) => Box::pin(plugins.rewrite(version, relayed))
             .await
             .unwrap_or_else(|replaced| replaced),
         None => relayed,

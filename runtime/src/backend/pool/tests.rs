@@ -114,9 +114,16 @@ async fn an_idle_origin_connection_is_closed_after_the_idle_timeout() {
     let addresses = Addresses::resolve("127.0.0.1", origin.addr.port(), &Default::default()).unwrap();
     let connector = OriginConnector::new("b", addresses, LIMIT, None);
     let idle_timeout = Duration::from_millis(300);
-    let pool = Pool::with_idle_timeout(connector, origin_uri(origin.addr), idle_timeout);
+    let pool = Arc::new(Pool::with_idle_timeout(
+        connector,
+        origin_uri(origin.addr),
+        idle_timeout,
+    ));
 
-    let response = timeout(LIMIT, pool.send(get("/"))).await.unwrap().unwrap();
+    let response = timeout(LIMIT, pool.clone().send(get("/")))
+        .await
+        .unwrap()
+        .unwrap();
     response.into_body().collect().await.unwrap();
     let idle_since = Instant::now();
     assert_eq!(pool.idle(), 1, "the connection is kept after its response");
