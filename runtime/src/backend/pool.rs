@@ -87,6 +87,7 @@ impl Pool {
 
     /// Sends `request` (origin-form URI, `Host` set) on an idle connection or a new one; the
     /// connection comes back to the pool at the end of the response body.
+    ///
     /// Split before the future is made, so that it holds the head once (see `Backend::send`).
     pub(super) fn send(
         self: Arc<Self>,

@@ -217,13 +217,21 @@ pub(super) async fn hit_for_pass(
             &mut attempts,
         );
         match Box::pin(judged).await {
-            Ok(answered) => return answered,
-            Err((next, next_backend)) => {
+            Judged::Answered(answered) => return answered,
+            Judged::Retry(next, next_backend) => {
                 bereq = next;
                 backend = next_backend;
             }
         }
     }
+}
+
+/// How [`judge_hit_for_pass`] ends.
+enum Judged {
+    /// The client's answer.
+    Answered((Response<ProxyBody>, CacheState)),
+    /// `vcl_backend_response` retried: the request to send next, and where.
+    Retry(Request<OutgoingBody>, Backend),
 }
 
 /// The rest of [`hit_for_pass`] for a response that may be stored, or any with a policy: judged
@@ -237,20 +245,20 @@ async fn judge_hit_for_pass(
     response: Response<TimedBody>,
     request_time: SystemTime,
     attempts: &mut Attempts<'_>,
-) -> Result<(Response<ProxyBody>, CacheState), (Request<OutgoingBody>, Backend)> {
+) -> Judged {
     let shared = route.shared;
     let mut task = FetchTask::new(route, request.clone(), key.clone(), None, None);
     task.fill.keep_hit_for_pass_mark();
     task.backend = backend;
     match task.settle(response, request_time, attempts).await {
         Settled::Retry => match attempts.retry(&mut task.backend) {
-            Ok(next) => Err((next, task.backend)),
-            Err(failed) => Ok((failure(failed, shared.show_backend_errors), CacheState::Miss)),
+            Ok(next) => Judged::Retry(next, task.backend),
+            Err(failed) => Judged::Answered((failure(failed, shared.show_backend_errors), CacheState::Miss)),
         },
-        Settled::Done(delivery) => Ok(answer(shared, delivery, None, request)),
+        Settled::Done(delivery) => Judged::Answered(answer(shared, delivery, None, request)),
         Settled::Filling(delivery, filling) => {
             tokio::spawn(task.fill_from(filling));
-            Ok(answer(shared, delivery, None, request))
+            Judged::Answered(answer(shared, delivery, None, request))
         }
     }
 }
